@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    -- install into .venv and start the app with its built-in default scenario
+#   make test   -- install into .venv and run the whole test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+
+.PHONY: run test setup lint bench example clean
+
+$(BIN)/.installed: requirements.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip >/dev/null
+	$(BIN)/pip install -r requirements.txt
+	touch $@
+
+setup: $(BIN)/.installed
+
+run: setup
+	$(BIN)/streamlit run app.py --server.headless true --server.port $(PORT)
+
+example: setup
+	$(BIN)/python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python -m synth bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

@@ -1,0 +1,27 @@
+"""synth: meshes, distributed array types, typed collectives, planners and schedules.
+
+Pure Python + numpy. Imports nothing from jax, simpy, plotly or streamlit.
+"""
+
+from synth.collectives import COLLECTIVES, AllGather, AllPermute, AllToAll, Collective, DynSlice
+from synth.errors import (
+    CollectiveError,
+    MeshError,
+    PlanError,
+    RedistributionError,
+    TypeSpecError,
+)
+from synth.interp import interpret, scatter
+from synth.mesh import Mesh
+from synth.plan import Plan, recv_lower_bound_bytes
+from synth.planners import PLANNERS, plan_easy, plan_normal, synthesize
+from synth.schedule import Schedule, ScheduleOp
+from synth.types import ArrayType, Dim, parse_partition_spec, parse_type
+
+__all__ = [
+    "COLLECTIVES", "AllGather", "AllPermute", "AllToAll", "ArrayType", "Collective",
+    "CollectiveError", "Dim", "DynSlice", "Mesh", "MeshError", "PLANNERS", "Plan", "PlanError",
+    "RedistributionError", "Schedule", "ScheduleOp", "TypeSpecError", "interpret",
+    "parse_partition_spec", "parse_type", "plan_easy", "plan_normal", "recv_lower_bound_bytes",
+    "scatter", "synthesize",
+]
