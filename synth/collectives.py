@@ -252,7 +252,7 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
     round-robin over the holders of their block, so no holder sends to many."""
     local = np.array(t_in.local_shape(mesh), dtype=np.int64)
     nblocks = np.array(t_in.shape, dtype=np.int64) // local
-    radix = np.cumprod(np.concatenate([nblocks[1:][::-1], [1]]))[::-1]
+    radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)  # radix[i] = prod(nblocks[i+1:])
     have = t_in.block_indices(mesh) @ radix
     want = t_out.block_indices(mesh) @ radix
     ids = np.arange(mesh.size)
