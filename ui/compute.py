@@ -1,0 +1,147 @@
+"""Cached, pure wrappers around the packages. The pages call only these.
+
+Each function takes plain strings/numbers (so Streamlit can hash them), calls the
+package that owns the algorithm, and returns values. User errors propagate as
+``synth.errors.RedistributionError`` (a ``ValueError``); pages show them with
+``st.error``. Optional packages (models, simulator, executor, experiments) are imported
+lazily; :func:`missing` says which are not available.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import streamlit as st
+
+import synth
+from synth.errors import RedistributionError
+from ui.errors import InputError
+from ui.scenario import Scenario, machine_devices, parse_shape, suggest_meshes
+
+
+# -- optional packages --------------------------------------------------------------
+def missing(module: str) -> str | None:
+    """``None`` if ``module`` imports, else a one-line reason (for ``st.warning``)."""
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def planners() -> list[str]:
+    names = list(synth.PLANNERS)
+    return ["normal"] + [n for n in names if n != "normal"] if "normal" in names else names
+
+
+# -- scenario -> plan -----------------------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=256)
+def parse_inputs(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
+                 num_devices: int | None):
+    """Validate the scenario's text: returns ``(mesh, src, dst)``."""
+    mesh = synth.Mesh.parse(mesh_text)
+    if num_devices is not None and mesh.size != num_devices:
+        raise InputError(
+            f"mesh {mesh} has {mesh.size} devices but the machine has {num_devices}; "
+            f"make the axis sizes multiply to {num_devices}, e.g. "
+            + " or ".join(repr(s) for s in suggest_meshes(num_devices))
+        )
+    shape = parse_shape(shape_text) if shape_text.strip() else None
+    src = synth.parse_type(src_text, shape).check(mesh, "source sharding")
+    dst = synth.parse_type(dst_text, shape or src.shape).check(mesh, "target sharding")
+    return mesh, src, dst
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
+              planner: str, itemsize: int, num_devices: int | None = None) -> synth.Plan:
+    mesh, src, dst = parse_inputs(mesh_text, shape_text, src_text, dst_text, num_devices)
+    return synth.synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+
+
+def scenario_devices(sc: Scenario) -> int:
+    return machine_devices(sc.machine_size)
+
+
+def plan_for(sc: Scenario, planner: str | None = None) -> synth.Plan:
+    return make_plan(sc.mesh, sc.shape, sc.src, sc.dst, planner or sc.planner, sc.itemsize,
+                     scenario_devices(sc))
+
+
+# -- export -------------------------------------------------------------------------
+def plan_document(plan: synth.Plan, sc: Scenario) -> dict:
+    """The exported JSON: ``Plan.to_dict()`` (loadable with ``Plan.from_dict``) plus the
+    scenario it came from."""
+    doc = plan.to_dict()
+    doc["dtype"] = sc.dtype
+    doc["shape"] = list(plan.src.shape)
+    doc["machine"] = sc.machine
+    doc["partition_specs"] = {
+        "src": _spec_text(plan.src), "dst": _spec_text(plan.dst),
+    }
+    return doc
+
+
+def _spec_text(t) -> str:
+    _, spec = t.to_spec()
+    parts = []
+    for e in spec:
+        if e is None:
+            parts.append("None")
+        elif isinstance(e, str):
+            parts.append(repr(e))
+        else:
+            parts.append("(" + ", ".join(repr(a) for a in e) + ")")
+    return "P(" + ", ".join(parts) + ")"
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def plan_json(plan_dict_json: str) -> str:
+    return json.dumps(json.loads(plan_dict_json), indent=2)
+
+
+def jax_code(plan: synth.Plan, dtype: str) -> tuple[str | None, str | None]:
+    """``(code, None)`` from the executor's code generator, or ``(None, why)``."""
+    why = missing("executor.codegen")
+    if why:
+        return None, ("JAX code export needs `executor.codegen` (issue 4), which is not "
+                      f"available here ({why}).")
+    return _jax_code(plan.to_json(), dtype), None
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _jax_code(plan_json_text: str, dtype: str) -> str:
+    codegen = importlib.import_module("executor.codegen")
+    plan = synth.Plan.from_dict(json.loads(plan_json_text))
+    return codegen.plan_to_jax_code(plan, dtype=dtype)
+
+
+__all__ = [
+    "RedistributionError", "jax_code", "make_plan", "missing", "parse_inputs", "plan_document",
+    "plan_for", "plan_json", "planners", "scenario_devices",
+]
+
+
+# -- machines -----------------------------------------------------------------------
+#: Shown when the models package is not available yet: the planner needs only the
+#: device count, which the slice size gives.
+FALLBACK_PROFILES = ["tpu-v4"]
+
+
+def machine_profiles() -> list[str]:
+    """Names of the hardware profiles ``models`` ships (fallback: the default one)."""
+    try:
+        models = importlib.import_module("models")
+    except Exception:  # noqa: BLE001
+        return list(FALLBACK_PROFILES)
+    for name in ("list_profiles", "profile_names", "available_profiles"):
+        fn = getattr(models, name, None)
+        if callable(fn):
+            try:
+                names = [str(n) for n in fn()]
+            except Exception:  # noqa: BLE001
+                continue
+            if names:
+                return names
+    return list(FALLBACK_PROFILES)

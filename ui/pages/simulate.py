@@ -1,0 +1,5 @@
+"""simulate page (placeholder)."""
+import streamlit as st
+
+st.title("Simulate")
+st.info("Not built yet.")

@@ -1,0 +1,5 @@
+"""sweeps page (placeholder)."""
+import streamlit as st
+
+st.title("Sweeps")
+st.info("Not built yet.")

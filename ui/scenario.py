@@ -1,0 +1,197 @@
+"""The scenario every analysis page shares: machine, mesh, array, shardings, planner.
+
+The widgets live in the sidebar and are rendered by ``app.py`` for the pages that
+need a scenario. Widget keys are stable (tests select by key):
+
+``machine_profile``, ``machine_size``, ``mesh``, ``shape``, ``dtype``, ``src``,
+``dst``, ``planner``.
+
+Streamlit forgets a widget's value when a run does not render it (e.g. while the
+user is on the Calibration page), so each value is also kept under a shadow key
+``_keep_<key>`` and restored when the widget comes back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ui.errors import InputError
+
+#: Element sizes in bytes for the dtypes a user can pick.
+DTYPES = {
+    "bfloat16": 2,
+    "float32": 4,
+    "float16": 2,
+    "float8_e4m3fn": 1,
+    "int8": 1,
+    "int32": 4,
+    "float64": 8,
+}
+
+#: The built-in first screen: an MLP up-projection weight of a transformer
+#: (d_model=8192, d_ff=32768, bf16) on a 64-chip TPU v4 slice. In training it is
+#: stored FSDP-style (d_model split over `data`) and tensor-parallel (d_ff split over
+#: `model`); a second job (e.g. the rollout/inference side of RL fine-tuning) reads it
+#: with the roles of the two mesh axes swapped. The `normal` plan does it in three
+#: collectives and never holds more than one 8 MiB shard, where gathering first would
+#: need the whole 512 MiB weight on every chip.
+DEFAULTS = {
+    "machine_profile": "tpu-v4",
+    "machine_size": "4x4x4",
+    "mesh": "data=16,model=4",
+    "shape": "8192, 32768",
+    "dtype": "bfloat16",
+    "src": "[8192{data}, 32768{model}]",
+    "dst": "P('model', 'data')",
+    "planner": "normal",
+}
+
+KEYS = tuple(DEFAULTS)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Raw scenario text as typed by the user; parsed by :mod:`ui.compute`."""
+
+    machine_profile: str
+    machine_size: str
+    mesh: str
+    shape: str
+    dtype: str
+    src: str
+    dst: str
+    planner: str
+
+    @property
+    def machine(self) -> str:
+        return f"{self.machine_profile}:{self.machine_size}"
+
+    @property
+    def itemsize(self) -> int:
+        try:
+            return DTYPES[self.dtype]
+        except KeyError:
+            raise InputError(
+                f"dtype {self.dtype!r} is not known; choose one of {sorted(DTYPES)}"
+            ) from None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in KEYS}
+
+
+DEFAULT_SCENARIO = Scenario(**DEFAULTS)
+
+_SHAPE_SPLIT = re.compile(r"[,x\s]+")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``'8192, 32768'``, ``'(8192, 32768)'`` or ``'8192x32768'`` -> ``(8192, 32768)``."""
+    body = str(text).strip().strip("()[]").strip()
+    if not body:
+        raise InputError("array shape is empty; write the global shape like '8192, 32768'")
+    parts = [p for p in _SHAPE_SPLIT.split(body) if p]
+    out = []
+    for i, p in enumerate(parts):
+        try:
+            v = int(p)
+        except ValueError:
+            raise InputError(
+                f"array shape {text!r}: dim {i} is {p!r}, not an integer; write the global "
+                "shape like '8192, 32768'"
+            ) from None
+        if v < 1:
+            raise InputError(f"array shape {text!r}: dim {i} is {v}; sizes must be >= 1")
+        out.append(v)
+    return tuple(out)
+
+
+def parse_machine_size(text: str) -> tuple[int, ...]:
+    """``'4x4x4'`` -> ``(4, 4, 4)``; ``'8'`` -> ``(8,)``."""
+    body = str(text).strip().lower()
+    parts = [p.strip() for p in body.split("x")] if body else []
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise InputError(
+            f"machine size {text!r} is not a slice shape; write it like '4x4x4' (TPU torus) "
+            "or '8' (devices)"
+        )
+    return dims
+
+
+def machine_devices(size_text: str) -> int:
+    return math.prod(parse_machine_size(size_text))
+
+
+def suggest_meshes(num_devices: int, names=("data", "model")) -> list[str]:
+    """A few two-axis meshes with exactly ``num_devices`` devices (for error messages)."""
+    out = []
+    for m in (1, 2, 4, 8, 16):
+        if num_devices % m == 0 and num_devices // m >= 1:
+            out.append(f"{names[0]}={num_devices // m},{names[1]}={m}")
+    return out[:4]
+
+
+# -- Streamlit widgets ------------------------------------------------------------
+def _keep(st, key: str):
+    """Restore a widget's value from its shadow key before the widget is created."""
+    if key not in st.session_state:
+        st.session_state[key] = st.session_state.get("_keep_" + key, DEFAULTS[key])
+
+
+def _save(st, key: str):
+    st.session_state["_keep_" + key] = st.session_state[key]
+
+
+def render_sidebar(profiles: list[str], planners: list[str]) -> Scenario:
+    """Draw the scenario inputs in the sidebar and return what they hold."""
+    import streamlit as st
+
+    for k in KEYS:
+        _keep(st, k)
+    if st.session_state["machine_profile"] not in profiles:
+        st.session_state["machine_profile"] = profiles[0]
+    if st.session_state["planner"] not in planners:
+        st.session_state["planner"] = planners[0]
+    sb = st.sidebar
+    sb.subheader("Scenario")
+    sb.selectbox("Machine profile", profiles, key="machine_profile",
+                 help="Hardware profile from models/profiles (bandwidths, latencies, topology).")
+    sb.text_input("Machine size", key="machine_size",
+                  help="Slice shape, e.g. 4x4x4 for a 64-chip TPU v4 torus, or 8 for 8 devices.")
+    sb.text_input("Mesh axes", key="mesh",
+                  help="Named axes with sizes, major first, e.g. data=16,model=4. "
+                       "Their product must equal the machine's device count.")
+    c1, c2 = sb.columns([3, 2])
+    c1.text_input("Array shape", key="shape", help="Global shape, e.g. 8192, 32768.")
+    c2.selectbox("dtype", list(DTYPES), key="dtype")
+    sb.text_input("Source sharding", key="src",
+                  help="Canonical [8192{data}, 32768{model}] or PartitionSpec P('data', 'model').")
+    sb.text_input("Target sharding", key="dst",
+                  help="Canonical [8192{model}, 32768{data}] or PartitionSpec P('model', 'data').")
+    sb.selectbox("Planner", planners, key="planner",
+                 help="normal: the memory-bounded plan (slices, all-to-alls, permutes, gathers). "
+                      "easy: gather everything, then slice.")
+    sb.button("Reset to the default scenario", key="reset_scenario", on_click=reset)
+    for k in KEYS:
+        _save(st, k)
+    return Scenario(**{k: st.session_state[k] for k in KEYS})
+
+
+def reset():
+    import streamlit as st
+
+    for k in KEYS:
+        st.session_state[k] = DEFAULTS[k]
+        st.session_state["_keep_" + k] = DEFAULTS[k]
+
+
+def current() -> Scenario:
+    """The scenario as last saved (for pages that do not draw the sidebar)."""
+    import streamlit as st
+
+    return Scenario(**{k: st.session_state.get("_keep_" + k, DEFAULTS[k]) for k in KEYS})
