@@ -1,0 +1,294 @@
+"""Run plans and XLA's own resharding on the JAX devices at hand, and check them.
+
+* :func:`run_plan` lowers a :class:`synth.Plan` to a jitted ``jax.shard_map``, places
+  the input with the source ``NamedSharding``, runs it, and checks that the output is
+  exactly the input array with exactly the target sharding, shard by shard.
+* :func:`xla_reshard` compiles ``jax.jit(identity, out_shardings=dst)`` under either
+  partitioner (Shardy, JAX's default, or GSPMD), checks and measures it the same way,
+  and reads XLA's plan out of the compiled HLO (:mod:`executor.hlo`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from executor.errors import ExecutorError
+from executor.measure import Memory, Timing, memory_of, time_call
+from synth.interp import scatter
+from synth.mesh import Mesh
+from synth.plan import Plan
+from synth.schedule import Schedule
+from synth.types import ArrayType
+
+PARTITIONERS = ("shardy", "gspmd")
+
+_DTYPES = {
+    "float32": 4, "int32": 4, "uint32": 4, "bfloat16": 2, "float16": 2, "int16": 2,
+    "int8": 1, "uint8": 1, "float64": 8, "int64": 8,
+}
+_DEFAULT_DTYPE = {1: "int8", 2: "bfloat16", 4: "float32", 8: "float64"}
+
+
+class OutputMismatch(AssertionError):
+    """The program ran but its output is not the input in the target sharding (a bug)."""
+
+
+def resolve_dtype(dtype: str | None, itemsize: int | None) -> tuple[str, int]:
+    """``(dtype name, itemsize)`` from either; they must agree when both are given."""
+    if dtype is None:
+        size = 4 if itemsize is None else int(itemsize)
+        if size not in _DEFAULT_DTYPE:
+            raise ExecutorError(f"--itemsize {size}: use 1, 2, 4 or 8 bytes (or pick --dtype)")
+        return _DEFAULT_DTYPE[size], size
+    if dtype not in _DTYPES:
+        raise ExecutorError(f"--dtype {dtype!r}: unknown; use one of {sorted(_DTYPES)}")
+    if itemsize is not None and int(itemsize) != _DTYPES[dtype]:
+        raise ExecutorError(
+            f"--itemsize {itemsize} disagrees with --dtype {dtype} ({_DTYPES[dtype]} bytes); "
+            "give one of them"
+        )
+    return dtype, _DTYPES[dtype]
+
+
+def _np_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _enable_x64_if(name: str):
+    if name in ("float64", "int64"):
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+
+
+def make_input(t: ArrayType, dtype: str = "float32", seed: int = 0) -> np.ndarray:
+    """A seeded array of ``t``'s global shape whose values are (nearly always) distinct
+    and survive ``x + 0`` exactly: positive normal floats from random bits, or random
+    integers. Distinct values make a misplaced element visible."""
+    dt = _np_dtype(dtype)
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(t.shape))
+    if dt.kind == "f" or dtype == "bfloat16":
+        bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+        nbits = 8 * dt.itemsize
+        mant = {"bfloat16": 7, "float16": 10, "float32": 23, "float64": 52}[dtype]
+        exp_bits = nbits - 1 - mant
+        lo, hi = 1 << mant, ((1 << exp_bits) - 2) << mant  # smallest/largest normal exponent
+        raw = rng.integers(lo, hi, size=n, dtype=np.uint64).astype(bits)
+        return raw.view(dt).reshape(t.shape)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt).reshape(t.shape)
+
+
+def jax_mesh(mesh: Mesh, devices=None):
+    """A ``jax.sharding.Mesh`` whose row-major device order is device id order, as in synth."""
+    import jax
+    from jax.sharding import Mesh as JMesh
+
+    from executor._jaxsetup import ensure_devices
+
+    devs = list(devices) if devices is not None else ensure_devices(mesh.size)
+    if len(devs) < mesh.size:
+        raise ExecutorError(
+            f"mesh {mesh} needs {mesh.size} devices but {len(devs)} are available "
+            f"({jax.default_backend()} backend); use --devices {mesh.size} on CPU"
+        )
+    return JMesh(np.asarray(devs[: mesh.size], dtype=object).reshape(mesh.sizes), mesh.names)
+
+
+def named_sharding(jmesh, t: ArrayType):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    _, spec = t.to_spec()
+    return NamedSharding(jmesh, PartitionSpec(*spec))
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def check_output(out, x: np.ndarray, t: ArrayType, mesh: Mesh, jmesh) -> str | None:
+    """``None`` if ``out`` is exactly ``x`` with exactly the sharding of ``t``, else why not.
+
+    Checks the sharding (equivalent to the target ``NamedSharding``), the global value
+    bit for bit, and every device's shard against the block ``t`` assigns it."""
+    target = named_sharding(jmesh, t)
+    if tuple(out.shape) != tuple(x.shape):
+        return f"output shape {tuple(out.shape)} is not the input shape {tuple(x.shape)}"
+    if not out.sharding.is_equivalent_to(target, len(t.shape)):
+        return f"output sharding {out.sharding} is not the target {target}"
+    pos = {d.id: i for i, d in enumerate(jmesh.devices.flat)}
+    want = scatter(x, t, mesh)
+    seen = set()
+    for sh in out.addressable_shards:
+        i = pos.get(sh.device.id)
+        if i is None:
+            return f"a shard lives on device {sh.device}, outside the mesh"
+        got = np.asarray(sh.data)
+        if got.shape != want[i].shape:
+            return f"device {i} holds shape {got.shape}; the target type {t} gives {want[i].shape}"
+        if not np.array_equal(_bits(got), _bits(want[i])):
+            bad = int((_bits(got) != _bits(want[i])).sum())
+            return f"device {i} holds {bad} wrong element(s) of its target block"
+        seen.add(i)
+    if len(seen) != mesh.size:
+        missing = sorted(set(range(mesh.size)) - seen)
+        return f"no shard was found for devices {missing}"
+    return None
+
+
+@contextlib.contextmanager
+def capture_fd2():
+    """Collect what native code writes to stderr (XLA's log) inside the block."""
+    buf = {"text": ""}
+    try:
+        fd = os.dup(2)
+    except OSError:
+        yield buf
+        return
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield buf
+        finally:
+            os.dup2(fd, 2)
+            os.close(fd)
+            tmp.seek(0)
+            buf["text"] = tmp.read().decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of one strategy: correctness, time, memory and XLA's compiled program."""
+
+    strategy: str
+    correct: bool
+    error: str | None
+    timing: Timing | None
+    memory: Memory
+    schedule: Schedule
+    full_remat: bool
+    hlo_text: str = field(default="", repr=False)
+    log: str = field(default="", repr=False)
+
+    @property
+    def collectives(self) -> list[str]:
+        return [op.kind for op in self.schedule.ops if not op.is_local]
+
+    def to_dict(self) -> dict:
+        d = {"correct": self.correct}
+        if self.timing is not None:
+            d.update(self.timing.to_dict())
+        d["temp_bytes"] = self.memory.temp_bytes
+        d["temp_plus_output_bytes"] = self.memory.temp_plus_output_bytes
+        d["peak_device_bytes"] = self.memory.peak_device_bytes
+        d["full_remat"] = self.full_remat
+        d["collectives"] = self.collectives
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def _finish(strategy, fn, compiled, xs, x, dst, mesh, jmesh, measure, warmup, repeats, strict,
+            log, global_bytes, itemsize):
+    from executor.hlo import hlo_to_schedule
+
+    out = fn(xs)
+    out.block_until_ready()
+    err = check_output(out, x, dst, mesh, jmesh)
+    if err and strict:
+        raise OutputMismatch(f"{strategy}: {err}")
+    timing = time_call(fn, xs, warmup=warmup, repeats=repeats) if measure else None
+    text = compiled.as_text()
+    sched = hlo_to_schedule(text, num_devices=mesh.size, global_bytes=global_bytes,
+                            name=f"{strategy}: {mesh}", log=log)
+    sched.meta.update({"mesh": str(mesh), "dst": str(dst), "itemsize": itemsize, "strategy": strategy})
+    return RunResult(strategy, err is None, err, timing, memory_of(compiled, list(jmesh.devices.flat)),
+                     sched, bool(sched.meta.get("full_remat")), text, log)
+
+
+def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = None,
+             measure: bool = False, warmup: int = 3, repeats: int = 10, strict: bool = True,
+             devices=None, seed: int = 0) -> RunResult:
+    """Run ``plan`` as a jitted ``jax.shard_map`` and check the result element by element.
+
+    ``x`` defaults to a seeded array of the plan's global shape and dtype (float32 for
+    itemsize 4). With ``strict`` (default) a wrong output raises :class:`OutputMismatch`;
+    otherwise the result says ``correct=False`` and why."""
+    import jax
+
+    from executor.lowering import body_for
+
+    mesh = plan.mesh
+    dtype, itemsize = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
+    _enable_x64_if(dtype)
+    if x is None:
+        x = make_input(plan.src, dtype, seed)
+    elif tuple(x.shape) != plan.src.shape:
+        raise ExecutorError(f"run_plan: x has shape {tuple(x.shape)}, the plan's array is {plan.src.shape}")
+    jmesh = jax_mesh(mesh, devices)
+    src_s, dst_s = named_sharding(jmesh, plan.src), named_sharding(jmesh, plan.dst)
+    _, src_spec = plan.src.to_spec()
+    _, dst_spec = plan.dst.to_spec()
+    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec,
+                               out_specs=dst_s.spec, check_vma=False),
+                 out_shardings=dst_s)
+    xs = jax.device_put(x, src_s)
+    with capture_fd2() as cap:
+        compiled = fn.lower(xs).compile()
+    global_bytes = int(np.prod(plan.src.shape)) * itemsize
+    return _finish(f"ours-{plan.planner}", compiled, compiled, xs, x, plan.dst, mesh, jmesh, measure,
+                   warmup, repeats, strict, cap["text"], global_bytes, itemsize)
+
+
+def xla_reshard(mesh, src, dst, partitioner: str = "shardy", x: np.ndarray | None = None, *,
+                dtype: str | None = None, itemsize: int | None = None, measure: bool = True,
+                warmup: int = 3, repeats: int = 10, strict: bool = False, devices=None,
+                seed: int = 0) -> RunResult:
+    """XLA's own resharding: ``jax.jit(identity, out_shardings=dst)`` from ``src``.
+
+    ``partitioner`` is ``"shardy"`` (JAX's default) or ``"gspmd"``. The compiled HLO
+    is parsed into a :class:`synth.Schedule` (``result.schedule``); ``full_remat``
+    says whether XLA replicated the whole array on the way (from the HLO, and from
+    XLA's "Involuntary full rematerialization" log line when it prints one)."""
+    import jax
+
+    from synth.types import parse_type
+
+    if partitioner not in PARTITIONERS:
+        raise ExecutorError(f"partitioner {partitioner!r}: use one of {list(PARTITIONERS)}")
+    mesh = Mesh.of(mesh)
+    src = parse_type(src) if isinstance(src, str) else src
+    dst = parse_type(dst, src.shape) if isinstance(dst, str) else dst
+    src.check(mesh, "source")
+    dst.check(mesh, "target")
+    if src.shape != dst.shape:
+        raise ExecutorError(f"source {src} and target {dst} have different global shapes")
+    dtype, itemsize = resolve_dtype(dtype if x is None else str(x.dtype), itemsize if x is None else None)
+    _enable_x64_if(dtype)
+    if x is None:
+        x = make_input(src, dtype, seed)
+    jmesh = jax_mesh(mesh, devices)
+    src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
+    xs = jax.device_put(x, src_s)
+    old = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
+    try:
+        fn = jax.jit(lambda a: a, out_shardings=dst_s)
+        with capture_fd2() as cap:
+            compiled = fn.lower(xs).compile()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", old)
+    global_bytes = int(np.prod(src.shape)) * itemsize
+    return _finish(f"xla-{partitioner}", compiled, compiled, xs, x, dst, mesh, jmesh, measure,
+                   warmup, repeats, strict, cap["text"], global_bytes, itemsize)
