@@ -33,10 +33,19 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None) -> go.Figure:
     fig.add_hline(y=plan.bound_bytes / MIB, line_dash="dash", line_color="#54A24B",
                   annotation_text=f"bound max(src, dst) = {plan.bound_bytes / MIB:.2f} MiB",
                   annotation_position="top left")
+    top = max(max(live), plan.bound_bytes / MIB) * 1.25
     if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
-        fig.add_hline(y=easy_peak_bytes / MIB, line_dash="dot", line_color="#E45756",
-                      annotation_text=f"easy planner's largest shard = {easy_peak_bytes / MIB:.2f} MiB",
-                      annotation_position="bottom left")
+        easy = easy_peak_bytes / MIB
+        if easy <= top * 1.6:
+            top = max(top, easy * 1.1)
+            fig.add_hline(y=easy, line_dash="dot", line_color="#E45756",
+                          annotation_text=f"easy planner's largest shard = {easy:.2f} MiB",
+                          annotation_position="bottom left")
+        else:
+            fig.add_annotation(xref="paper", yref="paper", x=1, y=1, showarrow=False,
+                               xanchor="right", yanchor="top", font=dict(color="#E45756"),
+                               text=f"easy planner's largest shard: {easy:.2f} MiB (off scale)")
+    fig.update_yaxes(range=[0, top])
     fig.update_layout(
         title="Per-device memory along the plan",
         yaxis_title="MiB per device", xaxis_title="step",

@@ -1,0 +1,213 @@
+"""AppTest checks of every page of app.py.
+
+Every plan the app shows or exports here is checked element by element: run through
+the numpy interpreter, each device's final block must equal its block of the input
+array under the target sharding.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import synth  # noqa: E402
+from ui.scenario import DEFAULTS  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = ["ui/pages/plan.py", "ui/pages/simulate.py", "ui/pages/compare.py",
+         "ui/pages/calibration.py", "ui/pages/sweeps.py"]
+
+#: A small scenario (8 devices) whose exported plan is checked at full size.
+SMALL = {"machine_size": "2x2x2", "mesh": "x=2,y=4", "shape": "16, 32",
+         "src": "[16{y}, 32{x}]", "dst": "P(None, ('x', 'y'))"}
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _app() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=120)
+
+
+def _set(at: AppTest, **values) -> AppTest:
+    for k, v in values.items():
+        w = at.sidebar.text_input(key=k) if k not in ("dtype", "planner", "machine_profile") \
+            else at.sidebar.selectbox(key=k)
+        w.set_value(v)
+    return at.run()
+
+
+def _ok(at: AppTest):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def check_moves_exactly(plan: synth.Plan, x: np.ndarray | None = None):
+    """Run the plan's steps on real data and compare every device's block."""
+    if x is None:
+        x = np.arange(plan.src.num_elems(), dtype=np.int64).reshape(plan.src.shape)
+    blocks = synth.interpret(plan.steps, plan.src, plan.mesh, x)
+    want = synth.scatter(x, plan.dst, plan.mesh)
+    assert len(blocks) == len(want) == plan.mesh.size
+    for d, (got, exp) in enumerate(zip(blocks, want)):
+        assert got.shape == exp.shape, (d, got.shape, exp.shape)
+        assert np.array_equal(got, exp), f"device {d} ends with the wrong block"
+
+
+def _exported(at: AppTest) -> dict:
+    codes = [c.value for c in at.code if c.language == "json"]
+    assert len(codes) == 1, "the Plan page shows the exported JSON once"
+    return json.loads(codes[0])
+
+
+def _table_collectives(at: AppTest) -> list[str]:
+    df = at.dataframe[0].value
+    return list(df["collective"])
+
+
+# -- Plan page ------------------------------------------------------------------------
+def test_plan_default_render_shows_the_default_plan():
+    at = _app().run()
+    _ok(at)
+    assert at.sidebar.text_input(key="src").value == DEFAULTS["src"]
+    plan = synth.synthesize("data=16,model=4", "[8192{data}, 32768{model}]",
+                            "[8192{model}, 32768{data}]", itemsize=2)
+    rows = plan.rows()
+    df = at.dataframe[0].value
+    assert list(df["collective"]) == [r["collective"] for r in rows]
+    assert list(df["type after"]) == [r["type"] for r in rows]
+    assert len(at.get("plotly_chart")) >= 1
+    assert [b.key for b in at.download_button][0] == "export_json"
+    doc = _exported(at)
+    assert synth.Plan.from_dict(doc) == plan
+    assert doc["metrics"] == plan.metrics()
+    # The default weight is 512 MiB; check the exported steps element by element on
+    # the same types scaled down (every dim still divisible by all 64 devices): the
+    # data movement of each step depends only on the types' axes.
+    exported = synth.Plan.from_dict(doc)
+
+    def shrink(t):
+        return synth.ArrayType(tuple(synth.Dim(d.size // 64, d.axes) for d in t.dims))
+
+    steps = [synth.AllPermute(shrink(c.target)) if c.kind == "all_permute" else c
+             for c in exported.steps]
+    small = synth.Plan.build(exported.mesh, shrink(exported.src), shrink(exported.dst), steps)
+    assert [c.kind for c in small.steps] == [c.kind for c in exported.steps]
+    check_moves_exactly(small)
+
+
+def test_plan_changes_with_inputs_and_export_is_exact():
+    at = _app().run()
+    before = _table_collectives(at)
+    _set(at, **SMALL)
+    _ok(at)
+    after = _table_collectives(at)
+    assert after != before
+    want = synth.synthesize("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]", itemsize=2)
+    assert after == [r["collective"] for r in want.rows()]
+    doc = _exported(at)
+    plan = synth.Plan.from_dict(doc)
+    assert plan == want
+    assert doc["partition_specs"] == {"src": "P('y', 'x')", "dst": "P(None, ('x', 'y'))"}
+    check_moves_exactly(plan)
+
+
+@pytest.mark.parametrize("planner", ["easy", "normal"])
+def test_plan_planner_choice(planner):
+    at = _app().run()
+    _set(at, **SMALL, planner=planner)
+    _ok(at)
+    doc = _exported(at)
+    assert doc["planner"] == planner
+    plan = synth.Plan.from_dict(doc)
+    assert plan == synth.synthesize("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]", planner, 2)
+    check_moves_exactly(plan)
+
+
+def test_plan_dtype_changes_bytes():
+    at = _app().run()
+    _set(at, **SMALL, dtype="float32")
+    _ok(at)
+    doc = _exported(at)
+    assert doc["itemsize"] == 4 and doc["dtype"] == "float32"
+    assert doc["metrics"]["bound_bytes"] == 16 * 32 // 8 * 4
+
+
+@pytest.mark.parametrize("values,needle", [
+    ({"src": "[8192{data}, 32768{model}"}, "brackets"),
+    ({"dst": "[8192{nope}, 32768]"}, "'nope'"),
+    ({"src": "P('data', 'data')"}, "at most once"),
+    ({"dst": "P('model'"}, "PartitionSpec"),
+    ({"mesh": "data=16,model="}, "not an integer"),
+    ({"mesh": "data=8,model=4"}, "machine has 64"),
+    ({"shape": "8192, abc"}, "not an integer"),
+    ({"shape": "8192, 1000"}, "array's shape is (8192, 1000)"),
+    ({"shape": "8192, 1002", "src": "P('data', 'model')", "dst": "P(None, 'model')"},
+     "not divisible"),
+    ({"dst": "[8192, 32768, 2]"}, "shape"),
+    ({"machine_size": "4xfour"}, "machine size"),
+])
+def test_plan_bad_input_shows_error_and_keeps_running(values, needle):
+    at = _app().run()
+    _set(at, **values)
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1
+    assert needle in at.error[0].value
+    assert len(at.dataframe) == 0
+    # The page is alive: fixing the input brings the plan back.
+    _set(at, **{k: DEFAULTS[k] for k in values})
+    _ok(at)
+    assert len(at.dataframe) == 1
+
+
+def test_reset_restores_default_scenario():
+    at = _app().run()
+    _set(at, **SMALL)
+    at.sidebar.button(key="reset_scenario").click().run()
+    _ok(at)
+    for k, v in DEFAULTS.items():
+        w = at.sidebar.selectbox(key=k) if k in ("dtype", "planner", "machine_profile") \
+            else at.sidebar.text_input(key=k)
+        assert w.value == v
+
+
+def test_scenario_survives_a_visit_to_another_page():
+    at = _app().run()
+    _set(at, **SMALL)
+    at.switch_page("ui/pages/calibration.py").run()
+    assert not at.exception
+    at.switch_page("ui/pages/plan.py").run()
+    _ok(at)
+    assert at.sidebar.text_input(key="mesh").value == "x=2,y=4"
+    assert _exported(at)["mesh"] == {"x": 2, "y": 4}
+
+
+# -- every page -----------------------------------------------------------------------
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_by_default(page):
+    at = _app().run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.title) == 1
+
+
+@pytest.mark.parametrize("page", ["ui/pages/simulate.py", "ui/pages/compare.py"])
+def test_scenario_pages_show_bad_input_as_error(page):
+    at = _app().run()
+    at.switch_page(page).run()
+    _set(at, src="[8192{data}, 32768{data}]")
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("at most once" in e.value for e in at.error)

@@ -1,0 +1,113 @@
+"""One real-browser test: streamlit run app.py, driven by Debian's Chromium.
+
+It needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` does it).
+It does not skip: a missing browser is a failure that says how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = _free_port()
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)  # the app's own subprocesses set what they need
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+         "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.close()
+            pytest.fail("streamlit did not become healthy:\n" + (tmp_path / "streamlit.log").read_text())
+        time.sleep(0.3)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.mark.browser
+def test_plan_page_in_chromium(server, tmp_path):
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        pytest.fail("Chromium is missing: run `apt-get install -y chromium` "
+                    "(.ci/run installs it before the tests)")
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server + "/", wait_until="domcontentloaded")
+            # The default scenario renders first.
+            expect(page.get_by_text("Per-device memory along the plan")).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(shots / "plan_default.png"), full_page=True)
+
+            # A non-default pair of shardings, one canonical and one PartitionSpec.
+            src = page.get_by_role("textbox", name="Source sharding")
+            src.fill("[8192{model}, 32768{data}]")
+            src.press("Enter")
+            dst = page.get_by_role("textbox", name="Target sharding")
+            dst.fill("P(('data', 'model'), None)")
+            dst.press("Enter")
+
+            main = page.locator("[data-testid='stMain']")
+            expect(main.get_by_text("[8192{data,model}, 32768]")).to_be_visible(timeout=30_000)
+            table = main.locator("[data-testid='stDataFrame']")
+            expect(table).to_have_count(1)
+            expect(table).to_be_visible()
+            chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").first
+            expect(chart).to_be_visible(timeout=30_000)
+            expect(main.locator("[data-testid='stException']")).to_have_count(0)
+            expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(shots / "plan_edited.png"), full_page=True)
+
+            # Bad input shows the message, not a traceback.
+            dst.fill("P('data', 'data')")
+            dst.press("Enter")
+            expect(main.get_by_text("at most once")).to_be_visible(timeout=30_000)
+            expect(main.locator("[data-testid='stException']")).to_have_count(0)
+            page.screenshot(path=str(shots / "plan_error.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (shots / "plan_edited.png").stat().st_size > 10_000
