@@ -40,12 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--src", default=EXAMPLE["src"], help="source type (default: %(default)s)")
     pl.add_argument("--dst", default=EXAMPLE["dst"], help="target type (default: %(default)s)")
     pl.add_argument("--itemsize", type=int, default=4, help="bytes per element (default: 4)")
-    pl.add_argument("--planner", default="normal", choices=["easy", "normal"])
+    pl.add_argument("--planner", default="normal", choices=["easy", "normal", "search"])
     pl.add_argument("--json", action="store_true", help="print one JSON document")
     b = sub.add_parser("bench", help="time the synthesizer on seeded random cases")
     b.add_argument("--cases", type=int, default=2000, help="number of random cases (default: %(default)s)")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--planner", default="normal", choices=["easy", "normal"])
+    b.add_argument("--planner", default="normal", choices=["easy", "normal", "search"])
     b.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 

@@ -217,7 +217,13 @@ def _middle_fallback(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
     return merged
 
 
-PLANNERS = {"easy": plan_easy, "normal": plan_normal}
+def _plan_search(mesh, src, dst, itemsize=4):
+    from synth.search import plan_search
+
+    return plan_search(mesh, src, dst, itemsize)
+
+
+PLANNERS = {"easy": plan_easy, "normal": plan_normal, "search": _plan_search}
 
 
 def synthesize(mesh, src, dst, planner: str = "normal", itemsize: int = 4) -> Plan:

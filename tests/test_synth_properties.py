@@ -3,7 +3,8 @@
 For every case and planner: the plan ends at the target type, the numpy reference
 executor gives exactly the target blocks (checked element by element, after every
 step), the ``normal`` memory guarantee holds under its precondition, and the
-``normal`` plan never receives more bytes than the ``easy`` plan.
+``normal`` plan never receives more bytes than the ``easy`` plan; the ``search`` plan is
+exact, within budget whenever ``normal`` is, and never costlier than ``normal``.
 """
 
 import math
@@ -87,6 +88,15 @@ def check_both_planners(mesh, src, dst):
     assert plans["normal"].recv_bytes_max_device <= plans["easy"].recv_bytes_max_device, (
         [str(s) for s in plans["normal"].steps], [str(s) for s in plans["easy"].steps]
     )
+    search = synthesize(mesh, src, dst, planner="search")
+    check_plan_exact(search)
+    from synth.search import plan_cost
+
+    if plans["normal"].bound_holds:
+        # normal is a candidate within the budget, so the search can only do better
+        assert search.bound_holds
+        assert plan_cost(search) <= plan_cost(plans["normal"]) + 1e-12
+    plans["search"] = search
     return plans
 
 
