@@ -1,0 +1,508 @@
+"""Hardware profiles: data files under ``models/profiles/`` turned into sized,
+immutable :class:`HardwareProfile` values.
+
+A profile is named and sized in one string, ``NAME[:SIZE]``::
+
+    load_profile("tpu-v4:4x4x4")     # 3-D torus of 64 chips
+    load_profile("tpu-v5e:4x4")      # 2-D torus
+    load_profile("dgx-h100:2")       # 2 nodes of 8 GPUs (NVSwitch inside, InfiniBand between)
+    load_profile("dgx-h100:2x4")     # 2 nodes, 4 GPUs used in each
+    load_profile("cpu-host:8")       # 8 host-CPU devices sharing memory
+    load_profile("calibrated/cpu-8") # models/profiles/calibrated/cpu-8.json (also "cpu-8")
+    load_profile("path/to/my.yaml:16")
+
+The file schema is documented in ``docs/simulator.md``. Every parameter may be a
+bare number or ``{value: NUMBER, source: "URL or document"}``; built-in profiles give
+a source for every number (a test checks it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+from models.errors import ProfileError
+
+PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+CALIBRATED_DIR = PROFILE_DIR / "calibrated"
+
+TOPOLOGY_KINDS = ("torus", "switched", "cpu-host")
+WRAPAROUND_POLICIES = ("always", "never", "multiple_of_4", "full")
+#: Algorithms the simulator and the analytic model know, per schedule-op kind.
+ALGORITHMS = {
+    "all_gather": ("ring", "bidir_ring"),
+    "reduce_scatter": ("ring", "bidir_ring"),
+    "all_reduce": ("ring", "bidir_ring"),
+    "all_to_all": ("direct",),
+    "permute": ("direct",),
+}
+DEFAULT_ALGORITHMS = {
+    "all_gather": "ring",
+    "reduce_scatter": "ring",
+    "all_reduce": "ring",
+    "all_to_all": "direct",
+    "permute": "direct",
+}
+OVERRIDE_KINDS = ("dyn_slice", "copy", "all_gather", "all_to_all", "permute", "all_reduce",
+                  "reduce_scatter")
+
+# parameter name -> (required for kinds, type)
+_PARAMS = {
+    "link_bandwidth_Bps": (TOPOLOGY_KINDS, float),
+    "link_latency_s": (TOPOLOGY_KINDS, float),
+    "links_per_chip": (TOPOLOGY_KINDS, int),
+    "launch_overhead_s": (TOPOLOGY_KINDS, float),
+    "hbm_bandwidth_Bps": (TOPOLOGY_KINDS, float),
+    "hbm_capacity_bytes": (TOPOLOGY_KINDS, int),
+    "gpus_per_node": (("switched",), int),
+    "nic_bandwidth_Bps": (("switched",), float),
+    "nic_latency_s": (("switched",), float),
+    "bus_bandwidth_Bps": (("cpu-host",), float),
+}
+_SIZE_RE = re.compile(r"^\d+(x\d+)*$")
+
+
+@dataclass(frozen=True)
+class KindParams:
+    """Per-collective-kind overrides (e.g. fitted by calibration). ``None`` = use the
+    machine-wide value. ``bandwidth_Bps`` replaces every link's bandwidth for that
+    kind's transfers (for local kinds: the HBM bandwidth); ``latency_s`` replaces every
+    link's per-hop latency; ``alpha_s`` replaces the launch overhead."""
+
+    alpha_s: float | None = None
+    bandwidth_Bps: float | None = None
+    latency_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in (("alpha_s", self.alpha_s), ("bandwidth_Bps", self.bandwidth_Bps),
+                                  ("latency_s", self.latency_s)) if v is not None}
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """A sized machine. Units: bytes, seconds, bytes/s (per direction).
+
+    ``dims`` is the physical shape: torus dimensions (``kind="torus"``), ``(nodes,
+    gpus_per_node)`` (``"switched"``) or ``(devices,)`` (``"cpu-host"``); ``dim_names``
+    names them for placements. ``wraparound`` says, per torus dimension, whether the
+    ring closes."""
+
+    name: str
+    kind: str
+    dims: tuple[int, ...]
+    dim_names: tuple[str, ...]
+    link_bandwidth_Bps: float
+    link_latency_s: float
+    links_per_chip: int
+    launch_overhead_s: float
+    hbm_bandwidth_Bps: float
+    hbm_capacity_bytes: int
+    wraparound: tuple[bool, ...] = ()
+    nic_bandwidth_Bps: float = 0.0
+    nic_latency_s: float = 0.0
+    bus_bandwidth_Bps: float = 0.0
+    overrides: tuple[tuple[str, KindParams], ...] = ()
+    algorithms: tuple[tuple[str, str], ...] = ()
+    description: str = field(default="", compare=False, repr=False)
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    origin: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.kind not in TOPOLOGY_KINDS:
+            raise ProfileError(f"profile {self.name!r}: topology kind {self.kind!r} is not one of "
+                               f"{list(TOPOLOGY_KINDS)}")
+        if not self.dims or any(int(d) < 1 for d in self.dims):
+            raise ProfileError(f"profile {self.name!r}: size {self.dims} must have positive dimensions")
+        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        for p in ("link_bandwidth_Bps", "hbm_bandwidth_Bps"):
+            if not getattr(self, p) > 0:
+                raise ProfileError(f"profile {self.name!r}: {p} must be > 0, got {getattr(self, p)}")
+        for p in ("link_latency_s", "launch_overhead_s"):
+            if getattr(self, p) < 0:
+                raise ProfileError(f"profile {self.name!r}: {p} must be >= 0, got {getattr(self, p)}")
+        if self.kind == "torus" and len(self.wraparound) != len(self.dims):
+            object.__setattr__(self, "wraparound", tuple(d > 2 for d in self.dims))
+        if self.kind == "switched" and len(self.dims) != 2:
+            raise ProfileError(f"profile {self.name!r}: a switched machine is sized (nodes, gpus)")
+
+    # -- size ---------------------------------------------------------------------
+    @property
+    def num_devices(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def size_str(self) -> str:
+        return "x".join(str(d) for d in self.dims)
+
+    @property
+    def spec(self) -> str:
+        """``name:size``, the string :func:`load_profile` takes back."""
+        return f"{self.name}:{self.size_str}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+    # -- per-kind parameters ------------------------------------------------------
+    def kind_params(self, kind: str) -> KindParams:
+        for k, v in self.overrides:
+            if k == kind:
+                return v
+        return KindParams()
+
+    def alpha_s(self, kind: str) -> float:
+        """Fixed cost of one op of ``kind`` (launch overhead, or its override)."""
+        kp = self.kind_params(kind)
+        return self.launch_overhead_s if kp.alpha_s is None else kp.alpha_s
+
+    def local_bandwidth_Bps(self, kind: str = "copy") -> float:
+        kp = self.kind_params(kind)
+        return self.hbm_bandwidth_Bps if kp.bandwidth_Bps is None else kp.bandwidth_Bps
+
+    def algorithm(self, kind: str) -> str:
+        for k, v in self.algorithms:
+            if k == kind:
+                return v
+        return DEFAULT_ALGORITHMS.get(kind, "direct")
+
+    # -- what-if knobs --------------------------------------------------------------
+    def with_scale(self, bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> HardwareProfile:
+        """A new profile whose link/NIC/bus bandwidths are multiplied by
+        ``bandwidth_scale`` and whose per-hop latencies and launch overheads are
+        multiplied by ``latency_scale`` (HBM bandwidth is left alone)."""
+        if not (bandwidth_scale > 0) or not (latency_scale >= 0):
+            raise ProfileError(
+                f"with_scale: bandwidth_scale must be > 0 and latency_scale >= 0, got "
+                f"{bandwidth_scale}, {latency_scale}")
+        b, a = float(bandwidth_scale), float(latency_scale)
+
+        def kp(p: KindParams) -> KindParams:
+            return KindParams(None if p.alpha_s is None else p.alpha_s * a,
+                              None if p.bandwidth_Bps is None else p.bandwidth_Bps * b,
+                              None if p.latency_s is None else p.latency_s * a)
+
+        return replace(
+            self,
+            link_bandwidth_Bps=self.link_bandwidth_Bps * b,
+            nic_bandwidth_Bps=self.nic_bandwidth_Bps * b,
+            bus_bandwidth_Bps=self.bus_bandwidth_Bps * b,
+            link_latency_s=self.link_latency_s * a,
+            nic_latency_s=self.nic_latency_s * a,
+            launch_overhead_s=self.launch_overhead_s * a,
+            overrides=tuple((k, kp(v)) for k, v in self.overrides),
+        )
+
+    def with_overrides(self, **kinds: KindParams) -> HardwareProfile:
+        d = dict(self.overrides)
+        d.update(kinds)
+        return replace(self, overrides=tuple(sorted(d.items())))
+
+    # -- topology -------------------------------------------------------------------
+    @cached_property
+    def topology(self):
+        """The :class:`models.topology.Topology` of this machine (built once)."""
+        from models.topology import build_topology
+
+        return build_topology(self)
+
+    def graph(self):
+        """A new networkx DiGraph of this machine."""
+        from models.topology import machine_graph
+
+        return machine_graph(self)
+
+    def source(self, param: str) -> str | None:
+        return dict(self.sources).get(param)
+
+    def unsourced(self) -> list[str]:
+        """Parameters used by this profile that carry no source."""
+        src = dict(self.sources)
+        need = [p for p, (kinds, _) in _PARAMS.items() if self.kind in kinds]
+        return [p for p in need if not src.get(p)]
+
+    def to_dict(self) -> dict:
+        d = {
+            "name": self.name, "spec": self.spec, "kind": self.kind, "dims": list(self.dims),
+            "dim_names": list(self.dim_names), "num_devices": self.num_devices,
+            "link_bandwidth_Bps": self.link_bandwidth_Bps, "link_latency_s": self.link_latency_s,
+            "links_per_chip": self.links_per_chip, "launch_overhead_s": self.launch_overhead_s,
+            "hbm_bandwidth_Bps": self.hbm_bandwidth_Bps, "hbm_capacity_bytes": self.hbm_capacity_bytes,
+            "algorithms": {k: self.algorithm(k) for k in ALGORITHMS},
+            "sources": dict(self.sources),
+        }
+        if self.kind == "torus":
+            d["wraparound"] = list(self.wraparound)
+        if self.kind == "switched":
+            d.update(nic_bandwidth_Bps=self.nic_bandwidth_Bps, nic_latency_s=self.nic_latency_s)
+        if self.kind == "cpu-host":
+            d["bus_bandwidth_Bps"] = self.bus_bandwidth_Bps
+        if self.overrides:
+            d["collectives"] = {k: v.to_dict() for k, v in self.overrides}
+        return d
+
+
+#: The name the brief uses for the same value.
+Machine = HardwareProfile
+
+
+# -- loading ------------------------------------------------------------------------------
+def available_profiles() -> list[str]:
+    """Names :func:`load_profile` resolves (built-ins, then calibrated ones)."""
+    names = sorted(p.stem for p in PROFILE_DIR.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    if CALIBRATED_DIR.is_dir():
+        names += sorted("calibrated/" + p.stem for p in CALIBRATED_DIR.glob("*")
+                        if p.suffix in (".yaml", ".yml", ".json"))
+    return names
+
+
+def load_profile(spec, size: str | None = None) -> HardwareProfile:
+    """Load and size a profile from ``"name[:size]"``, a file path, or a profile.
+
+    Raises :class:`ProfileError` (a ``RedistributionError``) for unknown names,
+    malformed files, missing parameters and impossible sizes."""
+    if isinstance(spec, HardwareProfile):
+        return spec if size is None else resize(spec, size)
+    if not isinstance(spec, (str, os.PathLike)):
+        raise ProfileError(f"load_profile: expected a string like 'tpu-v4:4x4x4', got {spec!r}")
+    text = str(spec).strip()
+    if not text:
+        raise ProfileError("load_profile: empty hardware spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
+    name, size_text = text, size
+    head, sep, tail = text.rpartition(":")
+    if sep and _SIZE_RE.match(tail.strip()):
+        name, size_text = head.strip(), tail.strip() if size is None else size
+    elif sep and not os.path.exists(text):
+        raise ProfileError(
+            f"load_profile({text!r}): size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
+            "'2' or '2x8' (nodes x GPUs) or '8' (CPU devices)")
+    path = _resolve(name)
+    raw = _read_raw(path, set())
+    return _from_raw(raw, path, size_text)
+
+
+def _resolve(name: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
+        if p.is_file():
+            return p
+        raise ProfileError(f"load_profile: profile file {name!r} does not exist")
+    cands = []
+    if name.startswith("calibrated/"):
+        stem = name.split("/", 1)[1]
+        cands += [CALIBRATED_DIR / (stem + ext) for ext in (".json", ".yaml", ".yml")]
+    else:
+        cands += [PROFILE_DIR / (name + ext) for ext in (".yaml", ".yml", ".json")]
+        cands += [CALIBRATED_DIR / (name + ext) for ext in (".json", ".yaml", ".yml")]
+    for c in cands:
+        if c.is_file():
+            return c
+    if p.is_file():
+        return p
+    raise ProfileError(
+        f"load_profile: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
+        "(or give a path to a .yaml/.json profile file)")
+
+
+def _read_raw(path: Path, seen: set) -> dict:
+    import yaml
+
+    if path in seen:
+        raise ProfileError(f"profile {path}: 'extends' forms a cycle")
+    seen.add(path)
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ProfileError(f"profile file {path}: not valid YAML/JSON ({msg})") from None
+    except OSError as e:
+        raise ProfileError(f"profile file {path}: cannot read it ({e.strerror})") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"profile file {path}: expected a mapping at the top level")
+    base = raw.get("extends")
+    if base:
+        parent = _read_raw(_resolve(str(base)), seen)
+        raw = _merge(parent, {k: v for k, v in raw.items() if k != "extends"})
+    return raw
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and "value" not in v:
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _num(where: str, v, typ=float):
+    """A number from ``v`` or ``{value, source}``; returns (number, source or None)."""
+    src = None
+    if isinstance(v, dict):
+        if "value" not in v:
+            raise ProfileError(f"{where}: expected a number or {{value: NUMBER, source: TEXT}}, got {v!r}")
+        src = v.get("source")
+        v = v["value"]
+    if isinstance(v, bool):
+        raise ProfileError(f"{where}: expected a number, got {v!r}")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ProfileError(f"{where}: expected a number, got {v!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise ProfileError(f"{where}: must be a finite number >= 0, got {v!r}")
+    if typ is int:
+        if x != int(x):
+            raise ProfileError(f"{where}: must be an integer, got {v!r}")
+        x = int(x)
+    return x, (str(src) if src else None)
+
+
+def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:
+    where = f"profile file {path}"
+    name = str(raw.get("name") or path.stem)
+    topo = raw.get("topology") or {}
+    if not isinstance(topo, dict):
+        raise ProfileError(f"{where}: 'topology' must be a mapping")
+    kind = topo.get("kind")
+    if kind not in TOPOLOGY_KINDS:
+        raise ProfileError(f"{where}: topology.kind must be one of {list(TOPOLOGY_KINDS)}, got {kind!r}")
+    params = raw.get("params") or {}
+    if not isinstance(params, dict):
+        raise ProfileError(f"{where}: 'params' must be a mapping")
+    unknown = set(params) - set(_PARAMS)
+    if unknown:
+        raise ProfileError(f"{where}: unknown params {sorted(unknown)}; known: {sorted(_PARAMS)}")
+    vals, sources = {}, {}
+    for p, (kinds, typ) in _PARAMS.items():
+        if p not in params:
+            if kind in kinds:
+                raise ProfileError(f"{where}: params.{p} is required for a {kind} machine")
+            continue
+        vals[p], s = _num(f"{where}: params.{p}", params[p], typ)
+        if s:
+            sources[p] = s
+    if isinstance(topo.get("source"), str):
+        sources["topology"] = topo["source"]
+
+    overrides = []
+    coll = raw.get("collectives") or {}
+    if not isinstance(coll, dict):
+        raise ProfileError(f"{where}: 'collectives' must be a mapping of kind -> overrides")
+    algorithms = dict(raw.get("algorithms") or {})
+    for k, ov in coll.items():
+        if k not in OVERRIDE_KINDS:
+            raise ProfileError(f"{where}: collectives.{k}: unknown kind; expected one of {list(OVERRIDE_KINDS)}")
+        if not isinstance(ov, dict):
+            raise ProfileError(f"{where}: collectives.{k} must be a mapping")
+        kp = {}
+        for f in ("alpha_s", "bandwidth_Bps", "latency_s"):
+            if f in ov:
+                kp[f], s = _num(f"{where}: collectives.{k}.{f}", ov[f])
+                if s:
+                    sources[f"collectives.{k}.{f}"] = s
+        bad = set(ov) - {"alpha_s", "bandwidth_Bps", "latency_s", "algorithm"}
+        if bad:
+            raise ProfileError(f"{where}: collectives.{k}: unknown fields {sorted(bad)}; "
+                               "use alpha_s, bandwidth_Bps, latency_s, algorithm")
+        if kp.get("bandwidth_Bps") == 0:
+            raise ProfileError(f"{where}: collectives.{k}.bandwidth_Bps must be > 0")
+        if "algorithm" in ov:
+            algorithms[k] = ov["algorithm"]
+        overrides.append((k, KindParams(**kp)))
+    for k, a in algorithms.items():
+        if k not in ALGORITHMS or a not in ALGORITHMS[k]:
+            raise ProfileError(f"{where}: algorithm {a!r} for {k!r} is not known; choose from "
+                               f"{ {kk: list(v) for kk, v in ALGORITHMS.items()} }")
+
+    dim_names = tuple(str(n) for n in topo.get("dim_names") or ())
+    default_size = str(topo.get("default_size") or "")
+    max_size = str(topo.get("max_size") or "")
+    text = size_text if size_text else default_size
+    if not text:
+        raise ProfileError(f"{where}: no size given and no topology.default_size; write {name}:SIZE")
+    dims = _parse_size(name, kind, text, dim_names, vals, max_size)
+    if kind == "switched":
+        dim_names = ("node", "gpu")
+    elif kind == "cpu-host":
+        dim_names = ("cpu",)
+    elif len(dim_names) != len(dims):
+        dim_names = tuple("XYZWVU"[i] for i in range(len(dims)))
+    wrap = ()
+    if kind == "torus":
+        policy = topo.get("wraparound", "always")
+        if policy not in WRAPAROUND_POLICIES:
+            raise ProfileError(f"{where}: topology.wraparound must be one of {list(WRAPAROUND_POLICIES)}")
+        full = _parse_dims(max_size) if max_size else ()
+        wrap = tuple(_wraps(policy, d, full) for d in dims)
+    return HardwareProfile(
+        name=name, kind=kind, dims=dims, dim_names=dim_names,
+        link_bandwidth_Bps=vals["link_bandwidth_Bps"], link_latency_s=vals["link_latency_s"],
+        links_per_chip=vals["links_per_chip"], launch_overhead_s=vals["launch_overhead_s"],
+        hbm_bandwidth_Bps=vals["hbm_bandwidth_Bps"], hbm_capacity_bytes=vals["hbm_capacity_bytes"],
+        wraparound=wrap, nic_bandwidth_Bps=vals.get("nic_bandwidth_Bps", 0.0),
+        nic_latency_s=vals.get("nic_latency_s", 0.0), bus_bandwidth_Bps=vals.get("bus_bandwidth_Bps", 0.0),
+        overrides=tuple(sorted(overrides)), algorithms=tuple(sorted(algorithms.items())),
+        description=str(raw.get("description", "")), sources=tuple(sorted(sources.items())),
+        origin=str(path),
+    )
+
+
+def _wraps(policy: str, d: int, full: tuple) -> bool:
+    if d < 2:
+        return False
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    if policy == "multiple_of_4":
+        return d % 4 == 0
+    return bool(full) and d == max(full)  # "full": only a full-length axis closes its ring
+
+
+def _parse_dims(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("x"))
+
+
+def _parse_size(name, kind, text, dim_names, vals, max_size) -> tuple[int, ...]:
+    text = str(text).strip()
+    if not _SIZE_RE.match(text):
+        raise ProfileError(f"hardware {name}:{text}: size must look like '4x4x4', '2x8' or '8'")
+    dims = _parse_dims(text)
+    if any(d < 1 for d in dims):
+        raise ProfileError(f"hardware {name}:{text}: every size must be >= 1")
+    if kind == "torus":
+        nd = len(dim_names) or len(dims)
+        if len(dims) > nd:
+            raise ProfileError(f"hardware {name}:{text}: {name} is a {nd}-D torus; give at most {nd} "
+                               f"dimensions, e.g. {'x'.join(['4'] * nd)}")
+        dims = dims + (1,) * (nd - len(dims))
+        if max_size:
+            mx = _parse_dims(max_size)
+            if math.prod(dims) > math.prod(mx) or max(dims) > max(mx):
+                raise ProfileError(f"hardware {name}:{text}: larger than the largest {name} slice "
+                                   f"({max_size})")
+        return dims
+    if kind == "switched":
+        g = vals["gpus_per_node"]
+        if len(dims) == 1:
+            return (dims[0], g)
+        if len(dims) == 2:
+            if dims[1] > g:
+                raise ProfileError(f"hardware {name}:{text}: a {name} node has {g} GPUs, not {dims[1]}")
+            return dims
+        raise ProfileError(f"hardware {name}:{text}: size is NODES or NODESxGPUS, e.g. 2 or 2x8")
+    if len(dims) != 1:
+        raise ProfileError(f"hardware {name}:{text}: a cpu-host machine is sized by its device count, e.g. 8")
+    return dims
+
+
+def resize(profile: HardwareProfile, size: str) -> HardwareProfile:
+    """The same profile at another size (re-read from its file)."""
+    if profile.origin and Path(profile.origin).is_file():
+        return _from_raw(_read_raw(Path(profile.origin), set()), Path(profile.origin), size)
+    raise ProfileError(f"resize: profile {profile.name!r} was not loaded from a file")

@@ -1,0 +1,282 @@
+"""The SimPy replay of a schedule on a machine.
+
+Model (see docs/simulator.md for the reasoning):
+
+* **Ops run one after another.** Op ``k+1`` starts when every device has finished
+  op ``k`` (a reshard's collectives are data-dependent on every device). An op
+  costs its launch overhead ``alpha`` (per kind), then its transfers.
+* **Collectives expand into their algorithm's transfers** (:mod:`models.algorithms`):
+  rings are SimPy processes per member and direction (a member forwards step ``s``
+  once step ``s-1`` has reached it); all-to-all and permute flows all start at once.
+* **Links are FIFO queues of chunks** (ASTRA-sim congestion-aware style). A transfer
+  is cut into at most ``max_chunks`` chunks (each at least ``min_chunk_bytes``). A
+  chunk reaching a link waits until the link is free, holds it for
+  ``chunk/bandwidth``, and its head reaches the next link ``latency`` later
+  (virtual cut-through: the tail cannot leave a link before it has arrived from the
+  previous one). A flow injects its next chunk when the previous one has left its
+  first link, so flows sharing a link interleave chunk by chunk. Alone on a route
+  a transfer takes ``sum(latency) + bytes/min(bandwidth)`` -- the alpha-beta cost.
+* **Local ops** (dyn_slice, copy) cost ``alpha + (bytes read + written) / HBM bandwidth``.
+* **Memory**: at op start each participating device allocates its output buffer;
+  at op end it frees its input. Every device runs every op of an SPMD program, so
+  a permute's output is allocated on all devices.
+* **Coarsening** (exact under the model): units of an op that share no link with
+  each other run independently; units with the same signature (same transfers,
+  same route shapes over links of equal bandwidth and latency) take the same time,
+  so one of each is simulated and its timing is reused for the others. Link bytes
+  are always counted for every transfer.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+
+import numpy as np
+
+from models.algorithms import components, expand, signature
+from models.analytic import local_bytes, op_time_s, schedule_lower_bound
+from models.errors import SimulationError
+from models.placement import Placement
+from models.profiles import load_profile
+
+DEFAULT_MAX_CHUNKS = 8
+DEFAULT_MIN_CHUNK_BYTES = 4096
+
+
+class _OpSim:
+    """One op's transfers in one SimPy environment (links start idle)."""
+
+    def __init__(self, env, bw, lat, max_chunks, min_chunk_bytes):
+        self.env = env
+        self.bw = bw
+        self.lat = lat
+        self.free: dict[int, float] = {}
+        self.max_chunks = max_chunks
+        self.min_chunk = min_chunk_bytes
+        self.events = 0
+        self.rows: list = []  # (class, unit, key, step, direction, start, end, bytes)
+
+    def nchunks(self, size: float) -> int:
+        if size <= self.min_chunk:
+            return 1
+        return max(1, min(self.max_chunks, math.ceil(size / self.min_chunk)))
+
+    # one chunk arriving at hop i of route, now
+    def _enter(self, route, i, c, prev_tail, done):
+        env = self.env
+        now = env.now
+        lk = route[i]
+        f = self.free.get(lk, 0.0)
+        start = f if f > now else now
+        tail = start + c / self.bw[lk]
+        if prev_tail is not None:
+            t2 = prev_tail + self.lat[route[i - 1]]
+            if t2 > tail:
+                tail = t2
+        self.free[lk] = tail
+        self.events += 1
+        if i + 1 < len(route):
+            ev = env.timeout(start + self.lat[lk] - now)
+            ev.callbacks.append(lambda _e: self._enter(route, i + 1, c, tail, done))
+        elif done is not None:
+            ev = env.timeout(tail + self.lat[lk] - now)
+            ev.callbacks.append(lambda _e: done())
+        return tail
+
+    def send(self, route, size, done):
+        """Generator: inject ``size`` bytes along ``route`` chunk by chunk; ``done()``
+        is called when the last chunk has fully arrived."""
+        env = self.env
+        k = self.nchunks(size)
+        c = size / k
+        for j in range(k):
+            tail = self._enter(route, 0, c, None, done if j == k - 1 else None)
+            if j + 1 < k and tail > env.now:
+                self.events += 1
+                yield env.timeout(tail - env.now)
+
+    # -- units --------------------------------------------------------------------------
+    def start_unit(self, cls: int, ui: int, u):
+        env = self.env
+        if u.algo == "ring":
+            n = len(u.devices)
+            for direction, routes, steps in ((1, u.routes_fwd, u.steps_fwd), (-1, u.routes_bwd, u.steps_bwd)):
+                if not steps:
+                    continue
+                got = [[env.event() for _ in range(steps)] for _ in range(n)]
+                self.events += n * steps
+                for i in range(n):
+                    env.process(self._ring_member(cls, ui, u, i, direction, routes, steps, got))
+                    self.events += 1
+        else:
+            for fi, fl in enumerate(u.flows):
+                env.process(self._flow(cls, ui, fi, fl))
+                self.events += 1
+
+    def _ring_member(self, cls, ui, u, i, direction, routes, steps, got):
+        env = self.env
+        n = len(u.devices)
+        nxt = (i + direction) % n
+        b = u.block_bytes
+        for s in range(steps):
+            if s > 0:
+                yield got[i][s - 1]
+            t0 = env.now
+
+            def done(s=s, t0=t0):
+                got[nxt][s].succeed()
+                self.rows.append((cls, ui, (direction, i), s, direction, t0, env.now, b))
+
+            yield from self.send(routes[i], b, done)
+
+    def _flow(self, cls, ui, fi, fl):
+        t0 = self.env.now
+
+        def done():
+            self.rows.append((cls, ui, fi, 0, 0, t0, self.env.now, fl[2]))
+
+        yield from self.send(fl[3], fl[2], done)
+
+
+def _participants(op, num_devices):
+    if op.kind == "permute":
+        return np.arange(num_devices)
+    ids = sorted({d for g in op.groups for d in g})
+    return np.array(ids, dtype=np.int64)
+
+
+def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = True,
+             max_chunks: int = DEFAULT_MAX_CHUNKS, min_chunk_bytes: int = DEFAULT_MIN_CHUNK_BYTES,
+             progress=None):
+    """Replay ``schedule`` (a :class:`synth.Schedule`) on ``machine`` (a profile or a
+    spec string such as ``"tpu-v4:4x4x4"``). ``mesh`` (a Mesh or string) is needed
+    only for an axis-mapping ``placement``; ``placement`` is ``None`` (row-major), a
+    :class:`models.Placement`, its text form, or a list of chips.
+
+    ``progress``: an optional callable ``progress(done_ops, total_ops)``.
+    Returns a :class:`simulator.result.SimResult`."""
+    import simpy
+
+    from simulator.result import SimResult
+
+    wall0 = _time.perf_counter()
+    machine = load_profile(machine)
+    if mesh is not None:
+        from synth import Mesh
+
+        mesh = Mesh.of(mesh)
+    elif schedule.meta.get("mesh"):
+        from synth import Mesh
+
+        try:
+            mesh = Mesh.of(schedule.meta["mesh"])
+        except ValueError:
+            mesh = None
+    if schedule.num_devices != machine.num_devices:
+        raise SimulationError(
+            f"simulate: schedule {schedule.name!r} runs on {schedule.num_devices} devices but hardware "
+            f"{machine.spec} has {machine.num_devices}; size the hardware to match the mesh")
+    if mesh is not None and mesh.size != schedule.num_devices:
+        mesh = None
+    if max_chunks < 1 or min_chunk_bytes < 1:
+        raise SimulationError("simulate: max_chunks and min_chunk_bytes must be >= 1")
+    place = Placement.of(placement, mesh, machine)
+    chips = place.chips
+    topo = machine.topology
+    P = schedule.num_devices
+    nlinks = len(topo.links)
+
+    link_bytes = np.zeros(nlinks)
+    link_busy = np.zeros(nlinks)
+    cur = np.full(P, schedule.initial_bytes, dtype=np.int64)
+    mem_t, mem_b = [0.0], [cur.copy()]
+    ops_out, trace_ops = [], []
+    t = 0.0
+    events = 0
+    for k, op in enumerate(schedule.ops):
+        alpha = machine.alpha_s(op.kind)
+        part = _participants(op, P)
+        start = t
+        # memory: outputs allocated at op start
+        if len(part):
+            cur[part] += op.out_bytes
+        mem_t.append(start)
+        mem_b.append(cur.copy())
+        info = {"index": k, "kind": op.kind, "label": op.label, "start_s": start,
+                "algorithm": None, "units": 0, "components": 0, "simulated": 0}
+        classes = []
+        if op.is_local:
+            dur = alpha + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
+            analytic = dur
+        else:
+            algo = machine.algorithm(op.kind)
+            info["algorithm"] = algo
+            kp = machine.kind_params(op.kind)
+            bw = topo.bandwidth if kp.bandwidth_Bps is None else np.full(nlinks, kp.bandwidth_Bps)
+            lat = topo.latency if kp.latency_s is None else np.full(nlinks, kp.latency_s)
+            units = expand(op, topo, chips, algo)
+            # bytes on every link, for every unit
+            ids, vals = [], []
+            for u in units:
+                for lk, b in u.link_bytes():
+                    ids.append(lk)
+                    vals.append(b)
+            if ids:
+                lb = np.bincount(np.asarray(ids, dtype=np.int64), weights=np.asarray(vals, float),
+                                 minlength=nlinks)
+                link_bytes += lb
+                link_busy += lb / bw
+            comps = components(units) if coarsen else [[u] for u in units]
+            if coarsen and len(comps) > 1:
+                bwl, latl = bw.tolist(), lat.tolist()
+                by_sig: dict = {}
+                for c in comps:
+                    by_sig.setdefault(signature(c, bwl, latl), []).append(c)
+                classes = list(by_sig.values())
+            else:
+                classes = [[c] for c in comps]
+            env = simpy.Environment()
+            sim = _OpSim(env, bw.tolist(), lat.tolist(), max_chunks, min_chunk_bytes)
+            for ci, members in enumerate(classes):
+                for ui, u in enumerate(members[0]):
+                    sim.start_unit(ci, ui, u)
+            env.run()
+            events += sim.events
+            end = max((r[6] for r in sim.rows), default=0.0)
+            dur = alpha + end
+            analytic = op_time_s(op, machine, chips)
+            info.update(units=len(units), components=len(comps), simulated=len(classes))
+            trace_ops.append((k, start + alpha, classes, sim.rows))
+        t = start + dur
+        if len(part):
+            cur[part] -= op.in_bytes
+        mem_t.append(t)
+        mem_b.append(cur.copy())
+        info.update(end_s=t, duration_s=dur, analytic_s=analytic,
+                    send_bytes=op.send_bytes, recv_bytes=op.recv_bytes,
+                    in_bytes=op.in_bytes, out_bytes=op.out_bytes)
+        ops_out.append(info)
+        if progress is not None:
+            progress(k + 1, len(schedule.ops))
+
+    mem_b = np.stack(mem_b)
+    peak = mem_b.max(axis=0)
+    lb, lb_kind = schedule_lower_bound(schedule, machine, chips)
+    warnings = []
+    if peak.max() > machine.hbm_capacity_bytes:
+        warnings.append(
+            f"peak memory {int(peak.max())} bytes on device {int(peak.argmax())} exceeds the "
+            f"{machine.name} HBM capacity of {machine.hbm_capacity_bytes} bytes (out of memory)")
+    return SimResult(
+        machine=machine, schedule=schedule, placement=place, time_s=float(t), lower_bound_s=float(lb),
+        lower_bound_kind=lb_kind, analytic_s=float(sum(o["analytic_s"] for o in ops_out)),
+        peak_bytes=peak, link_bytes_array=link_bytes, link_busy_array=link_busy, ops=ops_out,
+        memory_times_s=np.array(mem_t), memory_bytes=mem_b, warnings=warnings, events=events,
+        wall_s=_time.perf_counter() - wall0, _trace=trace_ops,
+    )
+
+
+def simulate_plan(plan, machine, placement=None, **kw):
+    """Simulate a :class:`synth.Plan` (its schedule) on ``machine``."""
+    return simulate(plan.to_schedule(), machine, mesh=plan.mesh, placement=placement, **kw)
