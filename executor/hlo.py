@@ -245,22 +245,56 @@ def parse_replica_groups(attrs: str, num_devices: int | None = None) -> list[lis
         if ids.size != total:
             raise HloParseError(f"replica_groups mesh {mm.group(0)!r}: device_ids has {ids.size} ids, mesh {total}")
         sm = re.match(r"\s*\{([^}]*)\}", rest)
-        names = [a for a, _ in axes]
         chosen = []
         if sm:
             for part in _split_top(sm.group(1)):
-                nm = part.strip().strip("'")
-                if nm not in names:
-                    raise HloParseError(
-                        f"replica_groups mesh: axis {part.strip()!r} is not one of {names} "
-                        "(sub-axes are not supported)")
-                chosen.append(names.index(nm))
-        grid = ids.reshape(sizes)
-        keep = [i for i in range(len(sizes)) if i not in chosen]
-        moved = grid.transpose(keep + chosen)
-        gsize = int(np.prod([sizes[i] for i in chosen])) if chosen else 1
-        return moved.reshape(-1, gsize).tolist()
+                chosen.append(_mesh_axis_ref(part, axes))
+        return _mesh_groups(ids, axes, chosen)
     raise HloParseError(f"replica_groups {s[:60]!r}: not an explicit, iota or mesh form")
+
+
+def _mesh_axis_ref(part: str, axes) -> tuple[int, int, int]:
+    """``'b'`` or the sub-axis ``'b':(pre)size`` -> (axis index, pre, size)."""
+    names = [a for a, _ in axes]
+    m = re.fullmatch(r"\s*'?([\w.\-]+)'?\s*(?::\((\d+)\)(\d+))?\s*", part)
+    if not m or m.group(1) not in names:
+        raise HloParseError(
+            f"replica_groups mesh: axis {part.strip()!r} is not one of {names} or a sub-axis "
+            "'name':(pre)size")
+    i = names.index(m.group(1))
+    n = axes[i][1]
+    pre, size = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, n)
+    if n % (pre * size):
+        raise HloParseError(f"replica_groups mesh: sub-axis {part.strip()!r} does not divide size {n}")
+    return i, pre, size
+
+
+def _mesh_groups(ids: np.ndarray, axes, chosen) -> list[list[int]]:
+    """Groups of a mesh-form replica group: devices that differ only on the chosen
+    (sub-)axes, each group ordered by those axes, major to minor in the listed order."""
+    # split every axis at the boundaries its referenced sub-axes need
+    bounds = {i: {1, n} for i, (_, n) in enumerate(axes)}
+    for i, pre, size in chosen:
+        bounds[i] |= {pre, pre * size}
+    factors, where = [], {}
+    for i, (_, n) in enumerate(axes):
+        b = sorted(bounds[i])
+        for lo, hi in zip(b[:-1], b[1:]):
+            if hi % lo:
+                raise HloParseError(f"replica_groups mesh: sub-axes of axis {axes[i][0]!r} overlap")
+            where[(i, lo)] = len(factors)
+            factors.append(hi // lo)
+    grid = ids.reshape(factors)
+    picked = []
+    for i, pre, size in chosen:
+        j, covered = where[(i, pre)], 1
+        while covered < size:
+            picked.append(j)
+            covered *= factors[j]
+            j += 1
+    keep = [k for k in range(len(factors)) if k not in picked]
+    gsize = int(np.prod([factors[k] for k in picked])) if picked else 1
+    return grid.transpose(keep + picked).reshape(-1, gsize).tolist()
 
 
 def parse_pairs(attrs: str) -> list[tuple[int, int]]:

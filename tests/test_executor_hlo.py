@@ -1,0 +1,268 @@
+"""The HLO reader: pure-text tests, and modules compiled here on 8 CPU devices."""
+
+import re
+
+import numpy as np
+import pytest
+
+from executor.errors import HloParseError
+from executor.hlo import hlo_to_schedule, parse_module, parse_pairs, parse_replica_groups, shape_bytes
+from synth import Mesh, parse_type, synthesize
+from synth.errors import RedistributionError
+
+
+# -- pure text -------------------------------------------------------------------------
+@pytest.mark.parametrize("attrs,want", [
+    ("replica_groups={{0,1},{2,3}}, dimensions={0}", [[0, 1], [2, 3]]),
+    ("replica_groups={{0,2,4,6},{1,3,5,7}}", [[0, 2, 4, 6], [1, 3, 5, 7]]),
+    ("replica_groups={}, to_apply=%add", [[0, 1, 2, 3]]),
+    ("dimensions={0}", [[0, 1, 2, 3]]),
+    ("replica_groups=[2,4]<=[8], dimensions={0}", [[0, 1, 2, 3], [4, 5, 6, 7]]),
+    ("replica_groups=[4,2]<=[8]", [[0, 1], [2, 3], [4, 5], [6, 7]]),
+    ("replica_groups=[2,4]<=[4,2]T(1,0)", [[0, 2, 4, 6], [1, 3, 5, 7]]),
+    ("replica_groups=[4,2]<=[2,2,2]T(1,0,2)", [[0, 1], [4, 5], [2, 3], [6, 7]]),
+    ("replica_groups=[4,2]<=[2,2,2]T(2,1,0)", [[0, 4], [2, 6], [1, 5], [3, 7]]),
+    ("replica_groups=mesh['axis_0'=2,'axis_1'=1,'axis_2'=4], device_ids=([4,2]T(1,0)) {'axis_2'}, dimensions={2}",
+     [[0, 2, 4, 6], [1, 3, 5, 7]]),
+    ("replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_0'}, use_global_device_ids=true",
+     [[0, 4], [1, 5], [2, 6], [3, 7]]),
+    ("replica_groups=mesh['a'=2,'b'=4] {'a','b'}", [[0, 1, 2, 3, 4, 5, 6, 7]]),
+    ("replica_groups=mesh['a'=2,'b'=4] {'b','a'}", [[0, 4, 1, 5, 2, 6, 3, 7]]),
+    # sub-axis 'b':(2)2 is the minor half of b (b = 2 x 2)
+    ("replica_groups=mesh['a'=2,'b'=4] {'b':(2)2}", [[0, 1], [2, 3], [4, 5], [6, 7]]),
+    ("replica_groups=mesh['a'=2,'b'=4] {'b':(1)2}", [[0, 2], [1, 3], [4, 6], [5, 7]]),
+])
+def test_replica_group_forms(attrs, want):
+    assert parse_replica_groups(attrs, 4 if "{}" in attrs or "replica" not in attrs else None) == want
+
+
+def test_pairs_and_shapes():
+    assert parse_pairs("channel_id=1, source_target_pairs={{0,2},{2,4},{7,1}}") == [(0, 2), (2, 4), (7, 1)]
+    assert shape_bytes("f32[4,16,2]{2,1,0}") == 512
+    assert shape_bytes("(bf16[8]{0}, s8[3]{0}, u32[])") == 16 + 3 + 4
+
+
+@pytest.mark.parametrize("bad", [
+    "replica_groups=[4,2]<=[2,2,2]T(1,1,2)",
+    "replica_groups=[3,2]<=[8]",
+    "replica_groups=mesh['a'=2] {'zz'}",
+    "replica_groups=<what>",
+])
+def test_bad_replica_groups_raise(bad):
+    with pytest.raises(HloParseError):
+        parse_replica_groups(bad, 8)
+
+
+def test_not_a_module_raises_user_error():
+    with pytest.raises(RedistributionError, match="ENTRY"):
+        hlo_to_schedule("HloModule m\n\n%f (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}\n")
+    with pytest.raises(RedistributionError):
+        hlo_to_schedule("")
+
+
+ASYNC_MODULE = """HloModule async_example, is_scheduled=true, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%wrapped_rs (p: f32[64]) -> f32[16] {
+  %p = f32[64]{0} parameter(0)
+  ROOT %rs = f32[16]{0} reduce-scatter(%p), channel_id=4, replica_groups=[2,4]<=[8], dimensions={0}, use_global_device_ids=true, to_apply=%add
+}
+
+ENTRY %main (param: f32[16]) -> f32[16] {
+  %param = f32[16]{0} parameter(0), sharding={devices=[8]<=[8]}
+  %ags = (f32[16]{0}, f32[64]{0}) all-gather-start(%param), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}, use_global_device_ids=true
+  %agd = f32[64]{0} all-gather-done(%ags)
+  %ars = f32[64]{0} all-reduce-start(%agd), channel_id=2, replica_groups={{0,1},{2,3},{4,5},{6,7}}, use_global_device_ids=true, to_apply=%add
+  %ard = f32[64]{0} all-reduce-done(%ars)
+  %rss = ((f32[64]{0}), f32[16]{0}, s32[]) async-start(%ard), calls=%wrapped_rs
+  %rsd = f32[16]{0} async-done(%rss)
+  %cps = (f32[16]{0}, f32[16]{0}, u32[], u32[]) collective-permute-start(%rsd), channel_id=3, source_target_pairs={{0,1},{1,0},{2,3},{3,2}}
+  ROOT %cpd = f32[16]{0} collective-permute-done(%cps)
+}
+"""
+
+
+def test_async_forms_from_text():
+    s = hlo_to_schedule(ASYNC_MODULE)
+    assert s.num_devices == 8
+    assert [op.kind for op in s.ops] == ["all_gather", "all_reduce", "reduce_scatter", "permute"]
+    ag, ar, rs, cp = s.ops
+    assert (ag.in_bytes, ag.out_bytes, ag.recv_bytes) == (64, 256, 192)
+    assert ag.groups == ((0, 2, 4, 6), (1, 3, 5, 7))
+    assert (ar.in_bytes, ar.out_bytes, ar.send_bytes) == (256, 256, 256)
+    assert rs.groups == ((0, 1, 2, 3), (4, 5, 6, 7)) and (rs.in_bytes, rs.out_bytes) == (256, 64)
+    assert cp.pairs == ((0, 1), (1, 0), (2, 3), (3, 2)) and cp.in_bytes == 64
+    assert s.meta["initial_bytes"] == 64 and s.meta["final_bytes"] == 64
+
+
+# -- modules compiled here ----------------------------------------------------------
+jax = pytest.importorskip("jax")
+
+
+def _to_async(text: str) -> str:
+    """Rewrite every sync collective of a compiled module into the async -start/-done
+    pair, as XLA prints it on GPU: ``%x = S op(...)`` -> ``%x.s = (in, S) op-start(...)``
+    and ``%x = S op-done(%x.s)``."""
+    shapes = {}
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(\s*)(ROOT\s+)?%([\w.\-]+) = (\S+) ([\w\-]+)\((.*?)\)(.*)$", line)
+        if m:
+            shapes[m.group(3)] = m.group(4)
+        if m and m.group(5) in ("all-gather", "all-reduce", "collective-permute"):
+            ind, root, name, shape, op, args, rest = m.groups()
+            src = shapes.get(args.split(",")[0].strip().lstrip("%"), shape)
+            out.append(f"{ind}%{name}.s = ({src}, {shape}) {op}-start({args}){rest}")
+            out.append(f"{ind}{root or ''}%{name} = {shape} {op}-done(%{name}.s)")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _compiled_text(fn, *args):
+    return jax.jit(fn).lower(*args).compile().as_text()
+
+
+def test_every_kind_compiled_from_shard_map():
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+
+    from executor.run import jax_mesh, make_input, named_sharding
+
+    mesh = Mesh.parse("a=2,b=2,c=2")
+    jm = jax_mesh(mesh)
+    t = parse_type("[8{a}, 16{b}, 8{c}]")
+    x = jax.device_put(make_input(t), named_sharding(jm, t))
+
+    def body(blk):                                                   # local [4, 8, 4] f32
+        g = lax.all_gather(blk, ("a", "c"), axis=0, tiled=True)      # [16, 8, 4]
+        t2 = lax.all_to_all(g, "b", 1, 2, tiled=True)                # [16, 4, 8]
+        p = lax.ppermute(t2, ("a", "b"), [(i, (i + 1) % 4) for i in range(4)])
+        s = lax.psum(p, "c")
+        r = lax.psum_scatter(s, ("a", "b"), scatter_dimension=1, tiled=True)  # [16, 1, 8]
+        return lax.dynamic_slice_in_dim(r, lax.axis_index("a") * 2, 2, axis=0)
+
+    f = jax.shard_map(body, mesh=jm, in_specs=P("a", "b", "c"), out_specs=P("a", "b", "c"))
+    text = _compiled_text(f, x)
+    s = hlo_to_schedule(text, num_devices=8)
+    comm = [op for op in s.ops if not op.is_local]
+    assert [op.kind for op in comm] == ["all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatter"]
+    ag, a2a, cp, ar, rs = comm
+    assert sorted(map(sorted, ag.groups)) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert (ag.in_bytes, ag.out_bytes) == (4 * 8 * 4 * 4, 16 * 8 * 4 * 4)
+    assert sorted(map(list, a2a.groups)) == sorted(mesh.groups("b"))
+    assert a2a.in_bytes == a2a.out_bytes == 16 * 8 * 4 * 4
+    # ppermute over (a, b): linear index 2a+b -> +1; c is untouched
+    def dev(a, b, c):
+        return 4 * a + 2 * b + c
+    want = sorted((dev(i // 2, i % 2, c), dev(((i + 1) % 4) // 2, ((i + 1) % 4) % 2, c))
+                  for i in range(4) for c in range(2))
+    assert sorted(cp.pairs) == want
+    assert sorted(map(list, ar.groups)) == sorted(mesh.groups("c"))
+    assert (rs.in_bytes, rs.out_bytes) == (16 * 4 * 8 * 4, 16 * 1 * 8 * 4)
+    assert any(op.kind == "dyn_slice" for op in s.ops)
+    # the same module in async form reads the same
+    a = hlo_to_schedule(_to_async(text), num_devices=8)
+    assert "all-gather-start" in _to_async(text) and "collective-permute-done" in _to_async(text)
+    assert [(o.kind, o.groups, o.pairs, o.in_bytes, o.out_bytes) for o in a.ops] == \
+        [(o.kind, o.groups, o.pairs, o.in_bytes, o.out_bytes) for o in s.ops]
+    assert not s.meta["full_remat"]
+
+
+def _groups_in(text):
+    return re.findall(r"replica_groups=(.*?)(?:, dimensions|, use_global|, to_apply|$)", text, re.M)
+
+
+# Reshardings whose compiled HLO uses each replica-group form (found on this JAX 0.10.2);
+# the groups the reader returns must be exactly the gather's device groups.
+@pytest.mark.parametrize("mesh,src,dst,part,form,groups", [
+    ("x=2,y=4", "[8{y,x}]", "[8{x}]", "shardy", "[2,4]<=[8]", [[0, 1, 2, 3], [4, 5, 6, 7]]),
+    ("x=2,y=4", "[32{x}, 16{y}]", "[32, 16{x}]", "shardy", "[4,2]<=[8]", None),
+    ("x=2,y=2,z=2", "[32{x,y,z}]", "[32{z}]", "shardy", "[2,4]<=[4,2]T(1,0)", None),
+    ("x=2,y=2,z=2", "[16{z}, 32, 32{x,y}]", "[16, 32, 32{z}]", "shardy", "T(2,1,0)", None),
+    ("x=2,y=1,z=4", "[24{z,y}]", "[24{y,x}]", "shardy", "[2,2,2]T(0,2,1)", None),
+    ("x=4,y=2", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]", "gspmd", "mesh[", [[0, 2, 4, 6], [1, 3, 5, 7]]),
+])
+def test_replica_group_forms_compiled(mesh, src, dst, part, form, groups):
+    from executor.run import xla_reshard
+
+    r = xla_reshard(mesh, src, dst, part, measure=False, strict=True)
+    assert any(form in g for g in _groups_in(r.hlo_text)), _groups_in(r.hlo_text)
+    m = Mesh.parse(mesh)
+    gathers = [op for op in r.schedule.ops if op.kind == "all_gather"]
+    assert gathers
+    for op in gathers:  # every group set is a partition of the devices into equal groups
+        flat = sorted(d for g in op.groups for d in g)
+        assert flat == list(range(m.size)) and len({len(g) for g in op.groups}) == 1
+        assert op.out_bytes == op.in_bytes * len(op.groups[0])
+    if groups is not None:
+        assert [list(g) for g in gathers[0].groups] == groups
+    # the gathers end with the bytes the target type holds, or more (then XLA slices)
+    t_dst = parse_type(dst)
+    assert gathers[-1].out_bytes >= t_dst.shard_elems(m) * 4
+
+
+def test_sub_axis_form_compiled():
+    """Shardy's sub-axis form: mesh[...] device_ids=([2,2,2]T(0,2,1)) {'axis_2':(2)2}."""
+    from executor.run import xla_reshard
+
+    r = xla_reshard("x=4,y=2", "[32, 16{x}, 24{y}]", "[32, 16{y}, 24{x}]", "shardy",
+                    measure=False, strict=True)
+    assert any(":(2)2" in g for g in _groups_in(r.hlo_text)), _groups_in(r.hlo_text)
+    a2a = [op for op in r.schedule.ops if op.kind == "all_to_all"]
+    assert a2a
+    # ids [0,2,1,3,4,6,5,7] on mesh [1,2,4]; the minor half of axis_2 pairs these devices
+    assert [list(g) for g in a2a[-1].groups] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    for op in r.schedule.ops:
+        if op.groups and not op.is_local:
+            assert sorted(d for g in op.groups for d in g) == list(range(8))
+
+
+def test_our_plan_reads_back_as_its_own_schedule():
+    from executor.run import run_plan
+
+    mesh = Mesh.parse("x=2,y=4")
+    plan = synthesize(mesh, parse_type("[16{y}, 8, 32{x}]"), parse_type("[16, 8{x,y}, 32]"))
+    r = run_plan(plan)
+    got = [op for op in r.schedule.ops if not op.is_local]
+    want = [op for op in plan.to_schedule().ops if not op.is_local]
+    assert [(o.kind, tuple(sorted(o.groups)), o.in_bytes, o.out_bytes, o.recv_bytes) for o in got] == \
+        [(o.kind, tuple(sorted(o.groups)), o.in_bytes, o.out_bytes, o.recv_bytes) for o in want]
+
+
+def test_full_remat_case_from_the_issue():
+    """4x2 mesh, P('y', None, 'x') -> P(None, ('x','y'), None): XLA replicates everything."""
+    from executor.run import run_plan, xla_reshard
+
+    mesh = Mesh.parse("x=4,y=2")
+    src = parse_type("P('y', None, 'x')", (8, 16, 8))
+    dst = parse_type("P(None, ('x','y'), None)", (8, 16, 8))
+    for part in ("shardy", "gspmd"):
+        r = xla_reshard(mesh, src, dst, part, measure=False)
+        assert r.correct and r.full_remat
+        assert "whole array" in r.schedule.meta["full_remat_reason"]
+        assert max(op.out_bytes for op in r.schedule.ops) == 8 * 16 * 8 * 4
+        # the pure-text reader alone (no log) sees it too
+        assert hlo_to_schedule(r.hlo_text, global_bytes=8 * 16 * 8 * 4).meta["full_remat"]
+    ours = run_plan(synthesize(mesh, src, dst))
+    assert not ours.full_remat
+    # gathering to a replicated target is not a rematerialization
+    rep = xla_reshard(mesh, src, parse_type("[8, 16, 8]"), "shardy", measure=False)
+    assert rep.correct and not rep.full_remat
+
+
+def test_log_line_alone_flags_remat():
+    s = hlo_to_schedule(ASYNC_MODULE, log="W ... [SPMD] Involuntary full rematerialization. The compiler ...")
+    assert s.meta["full_remat"] and "logged" in s.meta["full_remat_reason"]
+
+
+def test_module_computations():
+    comps = parse_module(ASYNC_MODULE)
+    assert set(comps) == {"add", "wrapped_rs", "main"}
+    assert comps["main"].entry and not comps["add"].entry
+    assert np.all([i.opcode for i in comps["main"].instrs][:2] == np.array(["parameter", "all-gather-start"]))
