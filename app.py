@@ -39,5 +39,5 @@ SCENARIO_PAGES = {"", "plan", "simulate", "compare"}
 
 page = st.navigation(PAGES)
 if page.url_path in SCENARIO_PAGES:
-    scenario.render_sidebar(compute.machine_profiles(), compute.planners())
+    scenario.render_sidebar(compute.machine_profiles(), compute.planners(), compute.default_size)
 page.run()

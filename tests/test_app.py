@@ -158,7 +158,7 @@ def test_plan_dtype_changes_bytes():
     ({"shape": "8192, 1002", "src": "P('data', 'model')", "dst": "P(None, 'model')"},
      "not divisible"),
     ({"dst": "[8192, 32768, 2]"}, "shape"),
-    ({"machine_size": "4xfour"}, "machine size"),
+    ({"machine_size": "4xfour"}, "'4xfour'"),
 ])
 def test_plan_bad_input_shows_error_and_keeps_running(values, needle):
     at = _app().run()
@@ -171,6 +171,19 @@ def test_plan_bad_input_shows_error_and_keeps_running(values, needle):
     _set(at, **{k: DEFAULTS[k] for k in values})
     _ok(at)
     assert len(at.dataframe) == 1
+
+
+def test_switching_machine_takes_its_size_and_fits_the_mesh():
+    at = _app().run()
+    profiles = at.sidebar.selectbox(key="machine_profile").options
+    assert "tpu-v4" in profiles and "dgx-h100" in profiles
+    _set(at, machine_profile="dgx-h100")
+    _ok(at)
+    assert at.sidebar.text_input(key="machine_size").value == "1x8"
+    assert at.sidebar.text_input(key="mesh").value == "data=2,model=4"
+    doc = _exported(at)
+    assert doc["mesh"] == {"data": 2, "model": 4}
+    assert doc["machine"] == "dgx-h100:1x8"
 
 
 def test_reset_restores_default_scenario():

@@ -60,10 +60,6 @@ def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
     return synth.synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
 
 
-def scenario_devices(sc: Scenario) -> int:
-    return machine_devices(sc.machine_size)
-
-
 def plan_for(sc: Scenario, planner: str | None = None) -> synth.Plan:
     return make_plan(sc.mesh, sc.shape, sc.src, sc.dst, planner or sc.planner, sc.itemsize,
                      scenario_devices(sc))
@@ -124,8 +120,8 @@ __all__ = [
 
 
 # -- machines -----------------------------------------------------------------------
-#: Shown when the models package is not available yet: the planner needs only the
-#: device count, which the slice size gives.
+#: Shown when the models package is not available: the planner needs only the device
+#: count, which the slice size gives.
 FALLBACK_PROFILES = ["tpu-v4"]
 
 
@@ -133,15 +129,33 @@ def machine_profiles() -> list[str]:
     """Names of the hardware profiles ``models`` ships (fallback: the default one)."""
     try:
         models = importlib.import_module("models")
-    except Exception:  # noqa: BLE001
+        names = [str(n) for n in models.available_profiles()]
+    except Exception:  # noqa: BLE001 - models not there yet: plan without a machine
         return list(FALLBACK_PROFILES)
-    for name in ("list_profiles", "profile_names", "available_profiles"):
-        fn = getattr(models, name, None)
-        if callable(fn):
-            try:
-                names = [str(n) for n in fn()]
-            except Exception:  # noqa: BLE001
-                continue
-            if names:
-                return names
-    return list(FALLBACK_PROFILES)
+    return names or list(FALLBACK_PROFILES)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def machine(profile: str, size: str, bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """The sized ``models.HardwareProfile`` (immutable, shared between sessions)."""
+    models = importlib.import_module("models")
+    size = size.strip()
+    m = models.load_profile(f"{profile}:{size}" if size else profile)
+    if bandwidth_scale != 1.0 or latency_scale != 1.0:
+        m = m.with_scale(bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
+    return m
+
+
+def default_size(profile: str) -> str | None:
+    """The slice size a profile loads with when none is given (e.g. ``4x4x4``)."""
+    try:
+        return machine(profile, "").size_str
+    except Exception:  # noqa: BLE001 - unknown profile or models missing: keep the size
+        return None
+
+
+def scenario_devices(sc: Scenario) -> int:
+    """Device count of the scenario's machine (from models; else the size's product)."""
+    if missing("models"):
+        return machine_devices(sc.machine_size)
+    return machine(sc.machine_profile, sc.machine_size).num_devices

@@ -147,8 +147,11 @@ def _save(st, key: str):
     st.session_state["_keep_" + key] = st.session_state[key]
 
 
-def render_sidebar(profiles: list[str], planners: list[str]) -> Scenario:
-    """Draw the scenario inputs in the sidebar and return what they hold."""
+def render_sidebar(profiles: list[str], planners: list[str], default_size=None) -> Scenario:
+    """Draw the scenario inputs in the sidebar and return what they hold.
+
+    ``default_size(profile) -> str | None`` gives the slice size to switch to when the
+    user picks another profile (the mesh is then resized to match, if it can be)."""
     import streamlit as st
 
     for k in KEYS:
@@ -160,7 +163,8 @@ def render_sidebar(profiles: list[str], planners: list[str]) -> Scenario:
     sb = st.sidebar
     sb.subheader("Scenario")
     sb.selectbox("Machine profile", profiles, key="machine_profile",
-                 help="Hardware profile from models/profiles (bandwidths, latencies, topology).")
+                 help="Hardware profile from models/profiles (bandwidths, latencies, topology).",
+                 on_change=_profile_changed, args=(default_size,))
     sb.text_input("Machine size", key="machine_size",
                   help="Slice shape, e.g. 4x4x4 for a 64-chip TPU v4 torus, or 8 for 8 devices.")
     sb.text_input("Mesh axes", key="mesh",
@@ -180,6 +184,37 @@ def render_sidebar(profiles: list[str], planners: list[str]) -> Scenario:
     for k in KEYS:
         _save(st, k)
     return Scenario(**{k: st.session_state[k] for k in KEYS})
+
+
+def _profile_changed(default_size):
+    """A new profile: take its default size and fit the mesh to its device count."""
+    import streamlit as st
+
+    if default_size is None:
+        return
+    size = default_size(st.session_state["machine_profile"])
+    if not size:
+        return
+    st.session_state["machine_size"] = size
+    try:
+        n = machine_devices(size)
+        from synth import Mesh
+
+        mesh = Mesh.parse(st.session_state["mesh"])
+    except Exception:  # noqa: BLE001 - a bad mesh stays as typed; the page says why
+        return
+    if mesh.size != n and len(mesh.names) >= 2:
+        st.session_state["mesh"] = fit_mesh(mesh.names, mesh.sizes, n)
+
+
+def fit_mesh(names, sizes, n: int) -> str:
+    """Resize a mesh to ``n`` devices: keep the minor axes' sizes where their product
+    divides ``n`` (halving the largest until it does) and give the rest to the first."""
+    rest = list(sizes[1:])
+    while n % math.prod(rest):
+        k = rest.index(max(rest))
+        rest[k] = max(1, rest[k] // 2)
+    return ",".join(f"{a}={s}" for a, s in zip(names, [n // math.prod(rest)] + rest))
 
 
 def reset():
