@@ -1,0 +1,225 @@
+"""The one place experiments/ touches the layers below: synth plans, the simulator,
+and the executor. Everything here runs inside a worker process.
+
+* :func:`our_schedule`   -- a synth plan (``easy`` / ``normal``) and its device-level schedule;
+* :func:`xla_schedule`   -- XLA's own resharding for ``xla-shardy`` / ``xla-gspmd``,
+  extracted from the compiled HLO by the executor (needs JAX with N CPU devices);
+* :func:`simulate`       -- a schedule replayed on a machine profile (the simulator);
+* :func:`measure`        -- the executor's comparison on the local JAX backend.
+
+Heavy imports (jax via the executor, simpy via the simulator) happen inside the
+functions, so importing experiments stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from experiments.case import Case, ExperimentError
+from synth.schedule import Schedule
+
+OUR_PLANNERS = ("easy", "normal")
+XLA_PLANNERS = {"xla-shardy": "shardy", "xla-gspmd": "gspmd"}
+PLANNERS = OUR_PLANNERS + tuple(XLA_PLANNERS)
+
+#: Largest mesh for which XLA's CPU backend compiles here: at 4096 virtual devices the
+#: compile fails with "Multiprocess computations aren't implemented on the CPU backend"
+#: (jax 0.10.2, measured on this machine); up to 2048 it compiles in about a second.
+XLA_MAX_DEVICES = 2048
+
+
+def needs_jax(planner: str, measure: bool) -> bool:
+    return planner in XLA_PLANNERS or measure
+
+
+# -- schedules ---------------------------------------------------------------------------
+def our_schedule(case: Case, planner: str, itemsize: int):
+    """``(plan, schedule)`` for one of our planners."""
+    from synth.planners import synthesize
+
+    mesh, src, dst = case.parsed()
+    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    return plan, plan.to_schedule()
+
+
+def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA_MAX_DEVICES) -> Schedule:
+    """XLA's resharding of ``case`` as a :class:`synth.Schedule` (``meta['full_remat']``).
+
+    Runs in a process whose JAX backend has exactly ``case.num_devices`` CPU devices
+    (the runner starts such workers). No array is materialized: the executor lowers
+    an abstract input."""
+    if planner not in XLA_PLANNERS:
+        raise ExperimentError(f"planner {planner!r} is not an XLA planner ({sorted(XLA_PLANNERS)})")
+    n = case.num_devices
+    if n > max_devices:
+        raise ExperimentError(
+            f"{planner}: mesh {case.mesh} has {n} devices; XLA's CPU backend here compiles "
+            f"meshes of at most {max_devices} virtual devices (raise runner.xla_max_devices "
+            "only on a machine where larger compiles work)"
+        )
+    mesh, src, dst = case.parsed()
+    import executor
+
+    fn = getattr(executor, "xla_schedule", None)
+    if fn is not None:  # abstract lowering: no array is materialized
+        sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], itemsize=itemsize)
+    else:
+        limit = 1 << 30
+        if case.array_bytes() // case.itemsize * itemsize > limit:
+            raise ExperimentError(
+                f"{planner}: the executor here has no abstract xla_schedule(), and materializing "
+                f"this {case.array_bytes() / 2**30:.1f} GiB array on the CPU backend is over the "
+                f"{limit >> 30} GiB limit"
+            )
+        from executor.run import xla_reshard
+
+        sched = xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], itemsize=itemsize,
+                            dtype=_dtype_for(case, itemsize), measure=False).schedule
+    # Name the redistribution so the lower bound is the same one our plans get.
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
+    return sched
+
+
+def _dtype_for(case: Case, itemsize: int) -> str:
+    if itemsize == case.itemsize:
+        return case.dtype
+    return {1: "int8", 2: "bfloat16", 4: "float32", 8: "float64"}[itemsize]
+
+
+def set_worker_devices(n: int) -> None:
+    """Ask for ``n`` CPU devices; must run before JAX's backend starts in this process."""
+    flag = "--xla_force_host_platform_device_count"
+    flags = re.sub(rf"{flag}=\d+", "", os.environ.get("XLA_FLAGS", "")).strip()
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}={n}".strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+# -- schedule metrics ----------------------------------------------------------------------
+def schedule_metrics(s: Schedule) -> dict:
+    """Per-device byte figures of any schedule (ours or XLA's), all in bytes."""
+    recv = np.zeros(s.num_devices, dtype=np.int64)
+    for op in s.ops:
+        if op.is_local:
+            continue
+        if op.kind == "permute":
+            for _, d in op.pairs:
+                recv[d] += op.recv_bytes or op.send_bytes
+        else:
+            for g in op.groups:
+                recv[list(g)] += op.recv_bytes
+    initial = s.initial_bytes
+    final = int(s.meta.get("final_bytes", s.ops[-1].out_bytes if s.ops else initial))
+    return {
+        "max_buffer_bytes": int(max([initial, final] + [max(o.in_bytes, o.out_bytes) for o in s.ops])),
+        "peak_pair_bytes": int(max([initial, final] + [o.in_bytes + o.out_bytes for o in s.ops])),
+        "recv_bytes_max_device": int(recv.max()) if len(recv) else 0,
+        "num_collectives": sum(1 for o in s.ops if not o.is_local),
+        "num_ops": len(s.ops),
+    }
+
+
+# -- machines and simulation ----------------------------------------------------------------
+def auto_size(kind: str, ndims: int, n: int, gpus_per_node: int = 8) -> str:
+    """A machine size with ``n`` devices: a torus as close to a cube as powers of two allow
+    (64 -> 4x4x4, 4096 -> 16x16x16), whole nodes of a switched machine when ``n`` fills
+    them (64 -> 8 nodes), else one partly used node; ``n`` CPU devices."""
+    if kind == "torus":
+        dims = [1] * max(ndims, 1)
+        rest, k = n, 0
+        # Grow the smallest dimension by the smallest prime factor left.
+        while rest > 1:
+            f = next(p for p in range(2, rest + 1) if rest % p == 0)
+            k = min(range(len(dims)), key=lambda i: (dims[i], i))
+            dims[k] *= f
+            rest //= f
+        return "x".join(str(d) for d in sorted(dims, reverse=True))
+    if kind == "switched":
+        if n % gpus_per_node == 0:
+            return str(n // gpus_per_node)
+        return f"1x{n}"
+    return str(n)
+
+
+def load_machine(profile: str, num_devices: int, sizes=None, bandwidth_scale=1.0, latency_scale=1.0):
+    """The profile sized for ``num_devices`` (``sizes[num_devices]`` when the config gives
+    one, else :func:`auto_size`), with the what-if scales applied."""
+    import models
+
+    if sizes and num_devices in sizes:
+        m = models.load_profile(profile, str(sizes[num_devices]))
+    else:
+        base = models.load_profile(profile)
+        if base.num_devices == num_devices:
+            m = base
+        else:
+            gpn = base.dims[1] if base.kind == "switched" else 8
+            m = models.load_profile(profile, auto_size(base.kind, len(base.dims), num_devices, gpn))
+    if m.num_devices != num_devices:
+        raise ExperimentError(
+            f"machine {m.spec} has {m.num_devices} devices but the case's mesh has {num_devices}; "
+            f"give a size for {num_devices} devices under the machine's 'sizes' in the config"
+        )
+    if bandwidth_scale != 1.0 or latency_scale != 1.0:
+        m = m.with_scale(bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
+    return m
+
+
+def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "simpy") -> dict:
+    """``time_s``, ``lower_bound_s``, ``peak_bytes`` of ``schedule`` on ``machine``.
+
+    ``engine='simpy'`` replays the schedule event by event (the simulator);
+    ``engine='analytic'`` uses the models' closed-form per-op costs (fast, no
+    queueing) -- for sweeps too large to replay."""
+    place = None if placement in (None, "", "default") else placement
+    if engine == "analytic":
+        from models import analytic
+        from models.placement import Placement
+
+        chips = list(Placement.of(place, mesh, machine).chips)
+        t = analytic.schedule_time_s(schedule, machine, chips)["time_s"]
+        lb, _ = analytic.schedule_lower_bound(schedule, machine, chips)
+        m = schedule_metrics(schedule)
+        return {"time_s": float(t), "lower_bound_s": float(lb), "peak_bytes": m["peak_pair_bytes"],
+                "sim_backend": "analytic"}
+    if engine != "simpy":
+        raise ExperimentError(f"runner.simulator {engine!r}: use 'simpy' or 'analytic'")
+    import simulator
+
+    kw = {"mesh": mesh}
+    if place is not None:
+        kw["placement"] = place
+    r = simulator.simulate(schedule, machine, **kw)
+    out = {
+        "time_s": float(r.time_s),
+        "lower_bound_s": float(r.lower_bound_s) if getattr(r, "lower_bound_s", None) is not None else None,
+        "peak_bytes": int(r.peak_bytes_max_device),
+        "sim_backend": "simpy",
+    }
+    link = getattr(r, "link_bytes_max", None)
+    if link is not None:
+        out["link_bytes_max"] = int(link)
+    return out
+
+
+def measure(case: Case, planner: str, itemsize: int, warmup: int = 2, repeats: int = 5) -> dict:
+    """Time and temp memory of ``planner`` on the local JAX backend (the executor)."""
+    from executor import run as xrun
+    from synth.planners import synthesize
+
+    mesh, src, dst = case.parsed()
+    dtype = _dtype_for(case, itemsize)
+    if planner in XLA_PLANNERS:
+        r = xrun.xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=dtype,
+                             measure=True, warmup=warmup, repeats=repeats)
+    else:
+        plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+        r = xrun.run_plan(plan, dtype=dtype, measure=True, warmup=warmup, repeats=repeats)
+    d = r.to_dict()
+    return {
+        "measured_time_s": d.get("median_s"),
+        "measured_temp_bytes": d.get("temp_bytes"),
+        "measured_correct": bool(d.get("correct")),
+    }

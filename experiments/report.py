@@ -1,0 +1,309 @@
+"""The report: summary tables and a self-contained HTML page with plotly figures.
+
+Definitions (all on *baseline* rows: bandwidth and latency scale 1, the case's own
+dtype, default placement; what-if rows feed only the what-if panel):
+
+* **speedup** over an XLA partitioner = XLA's simulated time / our simulated time, for
+  the same case and machine (> 1: ours is faster);
+* **memory bound** = ``max(src shard, dst shard)`` bytes per device; a strategy
+  *exceeds* it when the largest buffer in its schedule is larger;
+* **time over lower bound** = simulated time / the simulator's lower bound.
+
+Geometric means are over cases (x machines); "max" and "min" name the case.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.case import ExperimentError
+
+XLA = ("xla-shardy", "xla-gspmd")
+_KEY = ["suite", "case", "machine", "bandwidth_scale", "latency_scale", "itemsize", "placement"]
+
+
+def load_rows(out_dir):
+    import pandas as pd
+
+    from experiments.runner import read_journal
+    from experiments.worker import ROW_FIELDS
+
+    d = Path(out_dir)
+    if not d.is_dir():
+        raise ExperimentError(f"report: {out_dir} is not a results folder (run 'python -m experiments run' first)")
+    rows = list(read_journal(d).values())
+    if not rows:
+        raise ExperimentError(f"report: {out_dir} has no rows (no {d / 'rows.jsonl'}); run a config into it first")
+    df = pd.DataFrame(rows)
+    for c in ROW_FIELDS:
+        if c not in df:
+            df[c] = None
+    for c in ("time_s", "lower_bound_s", "time_over_lb", "peak_bytes", "bound_bytes", "max_shard_bytes",
+              "max_shard_over_bound", "peak_over_bound", "bandwidth_scale", "latency_scale", "itemsize",
+              "measured_time_s", "measured_temp_bytes", "num_devices"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    df["placement"] = df["placement"].fillna("default")
+    df["baseline"] = df["baseline"].fillna(False).astype(bool)
+    return df
+
+
+def geomean(xs) -> float:
+    xs = [float(x) for x in xs if x is not None and x == x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def paired(df, ours: str, other: str):
+    """One row per case x machine x knobs with both strategies ok: times, memory, remat."""
+    ok = df[df["status"] == "ok"]
+    a = ok[ok["planner"] == ours].set_index(_KEY)
+    b = ok[ok["planner"] == other].set_index(_KEY)
+    j = a.join(b, lsuffix="_ours", rsuffix="_other", how="inner").reset_index()
+    if j.empty:
+        return j
+    j["speedup"] = j["time_s_other"] / j["time_s_ours"]
+    return j
+
+
+@dataclass
+class Report:
+    out_dir: str
+    html_path: str
+    planner: str
+    rows: int
+    status_counts: dict
+    summary: list = field(default_factory=list)       # one dict per comparison
+    by_machine: list = field(default_factory=list)    # one dict per machine x comparison
+    config_name: str = ""
+
+    def to_dict(self) -> dict:
+        return {"out_dir": self.out_dir, "html": self.html_path, "planner": self.planner,
+                "rows": self.rows, "status": self.status_counts, "summary": self.summary,
+                "by_machine": self.by_machine, "config": self.config_name}
+
+    def markdown(self) -> str:
+        lines = [
+            f"| {self.planner} vs | machine | cases | geomean speedup | max speedup | min speedup | "
+            "cases we lose | XLA over memory bound | ours over bound | XLA full remat | "
+            f"geomean time/LB ({self.planner}) | geomean time/LB (XLA) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for s in self.summary + self.by_machine:
+            lines.append(
+                f"| {s['vs']} | {s['machine']} | {s['cases']} | {_fx(s['geomean_speedup'])} | "
+                f"{_fx(s['max_speedup'])} | {_fx(s['min_speedup'])} | {s['losses']} | "
+                f"{_pct(s['other_over_bound_share'])} | {_pct(s['ours_over_bound_share'])} | "
+                f"{_pct(s['other_full_remat_share'])} | {_fx(s['geomean_time_over_lb_ours'])} | "
+                f"{_fx(s['geomean_time_over_lb_other'])} |"
+            )
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        st = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
+        out = [f"{self.config_name or self.out_dir}: {self.rows} rows ({st})", ""]
+        hdr = (f"{'vs':12s} {'machine':14s} {'cases':>5s} {'geo speedup':>11s} {'max':>7s} {'min':>7s} "
+               f"{'lose':>4s} {'XLA>bound':>9s} {'ours>bound':>10s} {'remat':>6s} {'t/LB ours':>9s} {'t/LB XLA':>9s}")
+        out.append(hdr)
+        out.append("-" * len(hdr))
+        for s in self.summary + self.by_machine:
+            out.append(
+                f"{s['vs']:12s} {s['machine']:14s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
+                f"{_fx(s['max_speedup']):>7s} {_fx(s['min_speedup']):>7s} {s['losses']:4d} "
+                f"{_pct(s['other_over_bound_share']):>9s} {_pct(s['ours_over_bound_share']):>10s} "
+                f"{_pct(s['other_full_remat_share']):>6s} {_fx(s['geomean_time_over_lb_ours']):>9s} "
+                f"{_fx(s['geomean_time_over_lb_other']):>9s}"
+            )
+        for s in self.summary:
+            if s["cases"]:
+                out.append(f"  vs {s['vs']}: max speedup on {s['max_case']}; min on {s['min_case']}")
+        return "\n".join(out)
+
+
+def _fx(x) -> str:
+    return "-" if x is None or x != x else f"{x:.2f}x"
+
+
+def _pct(x) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.0f}%"
+
+
+def _stats(j, vs: str, machine: str) -> dict:
+    n = len(j)
+    s = {"vs": vs, "machine": machine, "cases": int(n)}
+    if n == 0:
+        s.update(dict.fromkeys(["geomean_speedup", "max_speedup", "min_speedup",
+                                "other_over_bound_share", "ours_over_bound_share", "other_full_remat_share",
+                                "geomean_time_over_lb_ours", "geomean_time_over_lb_other",
+                                "geomean_memory_ours", "geomean_memory_other"], float("nan")))
+        s.update({"losses": 0, "max_case": "", "min_case": ""})
+        return s
+    imax, imin = j["speedup"].idxmax(), j["speedup"].idxmin()
+    remat = j["full_remat_other"].map(lambda v: bool(v) if v is not None and v == v else False)
+    s.update({
+        "geomean_speedup": geomean(j["speedup"]),
+        "max_speedup": float(j["speedup"].max()),
+        "max_case": f"{j.loc[imax, 'case']} ({j.loc[imax, 'machine']})",
+        "min_speedup": float(j["speedup"].min()),
+        "min_case": f"{j.loc[imin, 'case']} ({j.loc[imin, 'machine']})",
+        "losses": int((j["speedup"] < 0.99).sum()),
+        "other_over_bound_share": float((j["max_shard_bytes_other"] > j["bound_bytes_other"]).mean()),
+        "ours_over_bound_share": float((j["max_shard_bytes_ours"] > j["bound_bytes_ours"]).mean()),
+        "other_full_remat_share": float(remat.mean()) if vs in XLA else float("nan"),
+        "geomean_time_over_lb_ours": geomean(j["time_over_lb_ours"]),
+        "geomean_time_over_lb_other": geomean(j["time_over_lb_other"]),
+        "geomean_memory_ours": geomean(j["max_shard_over_bound_ours"]),
+        "geomean_memory_other": geomean(j["max_shard_over_bound_other"]),
+    })
+    return s
+
+
+def build_report(out_dir, html_path=None, planner: str = "normal") -> Report:
+    import json
+
+    df = load_rows(out_dir)
+    if planner not in set(df["planner"]):
+        raise ExperimentError(f"report: no rows for planner {planner!r} in {out_dir}; planners there: "
+                              f"{sorted(set(df['planner'].dropna()))}")
+    base = df[df["baseline"]]
+    others = [p for p in (*XLA, "easy") if p != planner and p in set(df["planner"])]
+    rep = Report(str(out_dir), str(html_path or Path(out_dir) / "report.html"), planner, len(df),
+                 {str(k): int(v) for k, v in df["status"].value_counts().items()})
+    try:
+        rep.config_name = json.loads((Path(out_dir) / "run.json").read_text()).get("name", "")
+    except (OSError, ValueError):
+        pass
+    pairs = {}
+    for o in others:
+        j = paired(base, planner, o)
+        pairs[o] = j
+        rep.summary.append(_stats(j, o, "all"))
+        if not j.empty and j["machine"].nunique() > 1:
+            for m, g in j.groupby("machine"):
+                rep.by_machine.append(_stats(g, o, str(m)))
+    _write_html(rep, df, base, pairs, planner)
+    return rep
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+def _write_html(rep: Report, df, base, pairs, planner):
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    figs: list[tuple[str, str, object]] = []
+    xla_pairs = {k: v for k, v in pairs.items() if k in XLA and not v.empty}
+
+    if xla_pairs:
+        import pandas as pd
+
+        sp = pd.concat([v.assign(vs=k) for k, v in xla_pairs.items()])
+        sp = sp.sort_values(["vs", "speedup"])
+        f = px.bar(sp, x="case", y="speedup", color="machine", barmode="group", facet_row="vs",
+                   log_y=True, hover_data=["mesh_ours", "src_ours", "dst_ours"],
+                   title=f"Speedup of {planner} over each XLA partitioner, per case (simulated time)")
+        f.add_hline(y=1.0, line_dash="dot")
+        f.update_layout(height=380 * len(xla_pairs) + 120)
+        figs.append(("speedup-case", "Speedup per case", f))
+        f = px.box(sp, x="machine", y="speedup", color="vs", points="all", log_y=True,
+                   hover_data=["case"], title=f"Speedup of {planner} over XLA, per machine")
+        f.add_hline(y=1.0, line_dash="dot")
+        figs.append(("speedup-machine", "Speedup per machine", f))
+
+    ok = base[base["status"] == "ok"]
+    if not ok.empty:
+        mem = ok.drop_duplicates(["suite", "case", "planner"])
+        f = px.scatter(mem, x="case", y="max_shard_over_bound", color="planner", symbol="planner", log_y=True,
+                       hover_data=["mesh", "src", "dst", "max_shard_bytes", "bound_bytes", "full_remat"],
+                       title="Largest buffer per device relative to max(src shard, dst shard)")
+        f.add_hline(y=1.0, line_dash="dot", annotation_text="memory bound")
+        figs.append(("memory", "Memory relative to max(src, dst)", f))
+        f = px.box(ok, x="planner", y="time_over_lb", color="machine", points="all", log_y=True,
+                   hover_data=["case"], title="Simulated time over the lower bound")
+        f.add_hline(y=1.0, line_dash="dot")
+        figs.append(("lower-bound", "Time over the lower bound", f))
+
+    whatif_html = _whatif(df, planner, figs, px, go)
+
+    sections = [f"<h2 id='{fid}'>{html.escape(title)}</h2>" + fig.to_html(
+        full_html=False, include_plotlyjs=(i == 0), default_height="520px")
+        for i, (fid, title, fig) in enumerate(figs)]
+    errors = df[df["status"] != "ok"]
+    err_html = "<p>None.</p>" if errors.empty else errors[
+        ["status", "suite", "case", "machine", "planner", "mesh", "error"]].to_html(index=False, escape=True)
+    cases = df.drop_duplicates(["suite", "case"])[["suite", "case", "mesh", "src", "dst", "dtype", "layout", "ref"]]
+    summary_tbl = _summary_html(rep)
+    body = f"""<!doctype html><html><head><meta charset="utf-8">
+<title>Redistribution report: {html.escape(rep.config_name or rep.out_dir)}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}}
+table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}
+th{{background:#f3f3f3}}code{{background:#f3f3f3;padding:1px 3px}}</style></head><body>
+<h1>Redistribution report: {html.escape(rep.config_name or rep.out_dir)}</h1>
+<p>{rep.rows} rows from <code>{html.escape(rep.out_dir)}</code>; status:
+{html.escape(', '.join(f'{k} {v}' for k, v in sorted(rep.status_counts.items())))}.
+Speedup = XLA's simulated time / {html.escape(planner)}'s, on baseline rows (scales 1, case dtype,
+default placement). Memory bound = max(src shard, dst shard) per device.
+Regenerate with <code>python -m experiments report {html.escape(rep.out_dir)}</code>.</p>
+<h2>Summary</h2>{summary_tbl}
+{''.join(sections)}
+<h2 id="whatif">What-if</h2>{whatif_html}
+<h2>Errors and timeouts</h2>{err_html}
+<h2>Cases</h2>{cases.to_html(index=False, escape=True)}
+</body></html>"""
+    Path(rep.html_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(rep.html_path).write_text(body)
+
+
+def _summary_html(rep: Report) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(s['vs'])}</td><td>{html.escape(s['machine'])}</td><td>{s['cases']}</td>"
+        f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['max_speedup'])}</td><td>{_fx(s['min_speedup'])}</td>"
+        f"<td>{s['losses']}</td><td>{_pct(s['other_over_bound_share'])}</td>"
+        f"<td>{_pct(s['ours_over_bound_share'])}</td><td>{_pct(s['other_full_remat_share'])}</td>"
+        f"<td>{_fx(s['geomean_time_over_lb_ours'])}</td><td>{_fx(s['geomean_time_over_lb_other'])}</td></tr>"
+        for s in rep.summary + rep.by_machine)
+    extremes = "".join(
+        f"<li>vs {html.escape(s['vs'])}: max on {html.escape(s['max_case'])}, min on {html.escape(s['min_case'])}</li>"
+        for s in rep.summary if s["cases"])
+    return (f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>cases</th><th>geomean speedup</th>"
+            "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>other over memory bound</th>"
+            "<th>ours over bound</th><th>XLA full remat</th><th>geomean time/LB (ours)</th>"
+            f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>")
+
+
+def _whatif(df, planner, figs, px, go) -> str:
+    """Geomean speedup and time/LB as one knob varies (the others at baseline)."""
+    import pandas as pd
+
+    ok = df[df["status"] == "ok"].copy()
+    ok["itemsize_knob"] = ok["itemsize"]
+    knobs = {"bandwidth_scale": 1.0, "latency_scale": 1.0, "placement": "default"}
+    parts = []
+    for knob in ("bandwidth_scale", "latency_scale", "placement", "itemsize"):
+        vals = ok[knob].dropna().unique()
+        if len(vals) < 2:
+            continue
+        sub = ok
+        for k, v in knobs.items():
+            if k != knob:
+                sub = sub[sub[k] == v]
+        recs = []
+        for other in XLA:
+            j = paired(sub, planner, other)
+            if j.empty:
+                continue
+            for (m, val), g in j.groupby(["machine", knob]):
+                recs.append({"vs": other, "machine": m, knob: val, "geomean speedup": geomean(g["speedup"]),
+                             f"geomean time/LB ({planner})": geomean(g["time_over_lb_ours"]), "cases": len(g)})
+        if not recs:
+            continue
+        t = pd.DataFrame(recs).sort_values(knob)
+        kind = px.line if knob != "placement" else px.bar
+        extra = {"markers": True} if knob != "placement" else {"barmode": "group"}
+        f = kind(t, x=knob, y="geomean speedup", color="machine", facet_col="vs",
+                 title=f"What-if: geomean speedup as {knob} varies", **extra)
+        figs.append((f"whatif-{knob}", f"What-if: {knob}", f))
+        parts.append(f"<h3>{html.escape(knob)}</h3>" + t.to_html(index=False, float_format=lambda x: f"{x:.3f}"))
+    if not parts:
+        return "<p>No what-if knob has more than one value in these rows (see whatif.yaml).</p>"
+    return "".join(parts)

@@ -1,0 +1,131 @@
+"""Run one work unit in a worker process: build the schedule once, simulate it on
+every machine and what-if knob of the unit, and return one row per (machine, knobs).
+
+A failure anywhere in the unit turns all its rows into error rows (``status='error'``,
+``error`` = the message); a failure of one simulation only fails that row.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from experiments import backends
+from experiments.case import ExperimentError
+
+#: Column order of the results (CSV / Parquet / JSONL).
+ROW_FIELDS = [
+    "id", "status", "error", "suite", "case", "layout", "ref", "mesh", "num_devices", "src", "dst",
+    "shape", "dtype", "itemsize", "array_bytes", "machine", "planner", "bandwidth_scale",
+    "latency_scale", "placement", "baseline", "time_s", "lower_bound_s", "time_over_lb",
+    "peak_bytes", "bound_bytes", "max_shard_bytes", "max_shard_over_bound", "peak_over_bound",
+    "peak_live_bytes", "recv_bytes_max_device", "recv_lower_bound_bytes", "num_collectives",
+    "num_ops", "full_remat", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
+    "measured_correct", "schedule_s", "wall_s", "sim_backend", "itemsize_knob", "notes",
+]
+
+
+def base_row(unit, row_id, machine, knobs) -> dict:
+    c = unit.case
+    row = dict.fromkeys(ROW_FIELDS)
+    row.update({
+        "id": row_id, "suite": c.suite, "case": c.name, "layout": c.layout, "ref": c.ref,
+        "mesh": c.mesh, "num_devices": c.num_devices, "src": c.src, "dst": c.dst,
+        "dtype": c.dtype, "itemsize": unit.itemsize, "machine": machine.label,
+        "planner": unit.planner, "bandwidth_scale": knobs.bandwidth_scale,
+        "latency_scale": knobs.latency_scale, "placement": knobs.placement,
+        "baseline": knobs.is_baseline(), "itemsize_knob": knobs.itemsize,
+    })
+    try:
+        mesh, src, _ = c.parsed()
+        row["shape"] = "x".join(str(s) for s in src.shape)
+        row["array_bytes"] = src.num_elems() * unit.itemsize
+    except Exception:  # noqa: BLE001 - a malformed case still gets an error row
+        pass
+    return row
+
+
+def error_rows(unit, status: str, message: str) -> list[dict]:
+    rows = []
+    for rid, m, k in unit.rows:
+        r = base_row(unit, rid, m, k)
+        r["status"], r["error"] = status, message
+        rows.append(r)
+    return rows
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, ValueError):  # the RedistributionError family: the message says it all
+        return f"{type(e).__name__}: {e}"
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts=None,
+             delay_s: float = 0.0, engine: str = "simpy") -> list[dict]:
+    t0 = time.perf_counter()
+    try:
+        if delay_s:
+            time.sleep(delay_s)
+        case = unit.case.check()
+        mesh, src, dst = case.parsed()
+        from synth.plan import recv_lower_bound_bytes
+
+        bound = max(src.shard_elems(mesh), dst.shard_elems(mesh)) * unit.itemsize
+        lb_bytes = recv_lower_bound_bytes(mesh, src, dst, unit.itemsize)
+        notes, full_remat = "", None
+        if unit.planner in backends.OUR_PLANNERS:
+            plan, sched = backends.our_schedule(case, unit.planner, unit.itemsize)
+            notes = "; ".join(plan.notes)
+            peak_live = plan.peak_live_bytes
+        else:
+            sched = backends.xla_schedule(case, unit.planner, unit.itemsize, xla_max_devices)
+            full_remat = bool(sched.meta.get("full_remat"))
+            notes = str(sched.meta.get("full_remat_reason", ""))
+            peak_live = None
+        sm = backends.schedule_metrics(sched)
+        if peak_live is None:
+            peak_live = int(sched.meta.get("peak_pair_bytes", sm["peak_pair_bytes"]))
+        schedule_s = time.perf_counter() - t0
+        measured = {}
+        if unit.measure:
+            try:
+                measured = backends.measure(case, unit.planner, unit.itemsize, **(measure_opts or {}))
+            except Exception as e:  # noqa: BLE001 - a measurement failure is noted, not fatal
+                notes = (notes + "; " if notes else "") + f"measure failed: {_message(e)}"
+    except Exception as e:  # noqa: BLE001 - every failure becomes error rows
+        return error_rows(unit, "error", _message(e))
+
+    rows = []
+    machines: dict = {}
+    for rid, m, k in unit.rows:
+        r = base_row(unit, rid, m, k)
+        r.update({
+            "bound_bytes": bound, "max_shard_bytes": sm["max_buffer_bytes"],
+            "max_shard_over_bound": sm["max_buffer_bytes"] / bound,
+            "peak_live_bytes": int(peak_live), "recv_bytes_max_device": sm["recv_bytes_max_device"],
+            "recv_lower_bound_bytes": int(lb_bytes), "num_collectives": sm["num_collectives"],
+            "num_ops": sm["num_ops"], "full_remat": full_remat, "notes": notes,
+            "schedule_s": schedule_s, **measured,
+        })
+        t1 = time.perf_counter()
+        try:
+            key = (m.profile, m.sizes, k.bandwidth_scale, k.latency_scale)
+            if key not in machines:
+                machines[key] = backends.load_machine(m.profile, case.num_devices, m.sizes_dict(),
+                                                      k.bandwidth_scale, k.latency_scale)
+            sim = backends.simulate(sched, machines[key], mesh, k.placement, engine)
+            r.update(sim)
+            if r.get("lower_bound_s"):
+                r["time_over_lb"] = r["time_s"] / r["lower_bound_s"]
+            r["peak_over_bound"] = r["peak_bytes"] / bound
+            r["status"] = "ok"
+        except Exception as e:  # noqa: BLE001
+            r["status"], r["error"] = "error", _message(e)
+        r["wall_s"] = schedule_s + time.perf_counter() - t1
+        rows.append(r)
+    return rows
+
+
+__all__ = ["ROW_FIELDS", "run_unit", "error_rows", "ExperimentError"]
