@@ -97,20 +97,21 @@ def plan_json(plan_dict_json: str) -> str:
     return json.dumps(json.loads(plan_dict_json), indent=2)
 
 
-def jax_code(plan: synth.Plan, dtype: str) -> tuple[str | None, str | None]:
-    """``(code, None)`` from the executor's code generator, or ``(None, why)``."""
+def jax_code(plan: synth.Plan) -> tuple[str | None, str | None]:
+    """``(code, None)`` from ``executor.codegen.generate_source`` (pure text, no jax
+    import), or ``(None, why)``."""
     why = missing("executor.codegen")
     if why:
         return None, ("JAX code export needs `executor.codegen` (issue 4), which is not "
                       f"available here ({why}).")
-    return _jax_code(plan.to_json(), dtype), None
+    return _jax_code(plan.to_json()), None
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _jax_code(plan_json_text: str, dtype: str) -> str:
+def _jax_code(plan_json_text: str) -> str:
     codegen = importlib.import_module("executor.codegen")
     plan = synth.Plan.from_dict(json.loads(plan_json_text))
-    return codegen.plan_to_jax_code(plan, dtype=dtype)
+    return codegen.generate_source(plan)
 
 
 __all__ = [
@@ -159,3 +160,46 @@ def scenario_devices(sc: Scenario) -> int:
     if missing("models"):
         return machine_devices(sc.machine_size)
     return machine(sc.machine_profile, sc.machine_size).num_devices
+
+
+# -- simulation -----------------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=128)
+def _simulate_cached(schedule_json: str, mesh_text: str, profile: str, size: str,
+                     placement: str, bandwidth_scale: float, latency_scale: float):
+    simulator = importlib.import_module("simulator")
+    m = machine(profile, size, bandwidth_scale, latency_scale)
+    sched = synth.Schedule.from_dict(json.loads(schedule_json))
+    return simulator.simulate(sched, m, mesh=mesh_text, placement=placement.strip() or None)
+
+
+def simulate_plan(plan: synth.Plan, sc: Scenario, placement: str = "",
+                  bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """``simulator.simulate`` of the plan's schedule on the scenario's machine (cached;
+    the result is immutable and shared)."""
+    return simulate_schedule(plan.to_schedule(), str(plan.mesh), sc, placement,
+                             bandwidth_scale, latency_scale)
+
+
+def simulate_schedule(schedule: synth.Schedule, mesh_text: str, sc: Scenario, placement: str = "",
+                      bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    return _simulate_cached(schedule.to_json(), mesh_text, sc.machine_profile, sc.machine_size,
+                            placement, float(bandwidth_scale), float(latency_scale))
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _simulation_figures_cached(schedule_json: str, mesh_text: str, profile: str, size: str,
+                               placement: str, bandwidth_scale: float, latency_scale: float):
+    from ui import figures
+
+    res = _simulate_cached(schedule_json, mesh_text, profile, size, placement, bandwidth_scale,
+                           latency_scale)
+    return {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
+            "topology": figures.topology_figure(res)}
+
+
+def simulation_figures(plan: synth.Plan, sc: Scenario, placement: str = "",
+                       bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> dict:
+    """Timeline, memory and topology figures of :func:`simulate_plan` (cached)."""
+    return _simulation_figures_cached(plan.to_schedule().to_json(), str(plan.mesh), sc.machine_profile,
+                                      sc.machine_size, placement, float(bandwidth_scale),
+                                      float(latency_scale))
