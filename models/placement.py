@@ -67,7 +67,7 @@ class Placement:
         if mesh is not None and mesh.size != n:
             raise PlacementError(
                 f"mesh {mesh} has {mesh.size} devices but hardware {machine.spec} has {n}; size the "
-                f"hardware to match (e.g. {_suggest(machine, mesh.size)}) or change the mesh")
+                f"hardware to match (e.g. {_suggest(machine, mesh)}) or change the mesh")
         if placement is None:
             return cls.row_major(n)
         if isinstance(placement, Placement):
@@ -102,8 +102,13 @@ class Placement:
         return cls(tuple(_axis_mapping(t, mesh, machine)), t)
 
 
-def _suggest(machine, size: int) -> str:
-    if machine.kind == "torus" and len(machine.dims) >= 1:
+def _suggest(machine, mesh) -> str:
+    size = mesh.size
+    if machine.kind == "torus":
+        sizes = [s for s in mesh.sizes if s > 1] or [1]
+        if len(sizes) <= len(machine.dims):
+            sizes += [1] * (len(machine.dims) - len(sizes))
+            return f"{machine.name}:" + "x".join(str(s) for s in sizes)
         return f"{machine.name}:{size}" + "x1" * (len(machine.dims) - 1)
     if machine.kind == "switched":
         g = machine.dims[1]
@@ -189,7 +194,7 @@ def _axis_mapping(text: str, mesh, machine) -> list[int]:
     phys = np.zeros((P, len(dims)), dtype=np.int64)
     # factor coordinate of each device
     fcoord = {}
-    for i, (a, s) in enumerate(mesh.axes):
+    for i, (a, _s) in enumerate(mesh.axes):
         fl = factors_of_axis.get(a)
         if not fl:
             continue

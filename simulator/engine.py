@@ -44,6 +44,45 @@ DEFAULT_MAX_CHUNKS = 8
 DEFAULT_MIN_CHUNK_BYTES = 4096
 
 
+class _Chunk:
+    """One chunk travelling its route; ``arrive`` runs when its head reaches a hop."""
+
+    __slots__ = ("sim", "route", "c", "done", "i", "tail", "cb")
+
+    def __init__(self, sim, route, c, done):
+        self.sim, self.route, self.c, self.done = sim, route, c, done
+        self.cb = self._next
+
+    def arrive(self, i, prev_tail):
+        sim = self.sim
+        env = sim.env
+        now = env.now
+        route = self.route
+        lk = route[i]
+        free = sim.free
+        f = free[lk]
+        start = f if f > now else now
+        tail = start + self.c / sim.bw[lk]
+        if prev_tail is not None:
+            t2 = prev_tail + sim.lat[route[i - 1]]
+            if t2 > tail:
+                tail = t2
+        free[lk] = tail
+        sim.events += 1
+        self.i, self.tail = i, tail
+        if i + 1 < len(route):
+            env.timeout(start + sim.lat[lk] - now).callbacks.append(self.cb)
+        elif self.done is not None:
+            env.timeout(tail + sim.lat[lk] - now).callbacks.append(self._done)
+        return tail
+
+    def _next(self, _ev):
+        self.arrive(self.i + 1, self.tail)
+
+    def _done(self, _ev):
+        self.done()
+
+
 class _OpSim:
     """One op's transfers in one SimPy environment (links start idle)."""
 
@@ -51,7 +90,7 @@ class _OpSim:
         self.env = env
         self.bw = bw
         self.lat = lat
-        self.free: dict[int, float] = {}
+        self.free = [0.0] * len(bw)
         self.max_chunks = max_chunks
         self.min_chunk = min_chunk_bytes
         self.events = 0
@@ -62,27 +101,10 @@ class _OpSim:
             return 1
         return max(1, min(self.max_chunks, math.ceil(size / self.min_chunk)))
 
-    # one chunk arriving at hop i of route, now
     def _enter(self, route, i, c, prev_tail, done):
-        env = self.env
-        now = env.now
-        lk = route[i]
-        f = self.free.get(lk, 0.0)
-        start = f if f > now else now
-        tail = start + c / self.bw[lk]
-        if prev_tail is not None:
-            t2 = prev_tail + self.lat[route[i - 1]]
-            if t2 > tail:
-                tail = t2
-        self.free[lk] = tail
-        self.events += 1
-        if i + 1 < len(route):
-            ev = env.timeout(start + self.lat[lk] - now)
-            ev.callbacks.append(lambda _e: self._enter(route, i + 1, c, tail, done))
-        elif done is not None:
-            ev = env.timeout(tail + self.lat[lk] - now)
-            ev.callbacks.append(lambda _e: done())
-        return tail
+        """A chunk of ``c`` bytes whose head reaches hop ``i`` of ``route`` now."""
+        ch = _Chunk(self, route, c, done)
+        return ch.arrive(i, prev_tail)
 
     def send(self, route, size, done):
         """Generator: inject ``size`` bytes along ``route`` chunk by chunk; ``done()``
@@ -173,6 +195,8 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
             mesh = Mesh.of(schedule.meta["mesh"])
         except ValueError:
             mesh = None
+    if mesh is not None and mesh.size == schedule.num_devices:
+        Placement.of(None, mesh, machine)  # names the mesh when it does not fit the machine
     if schedule.num_devices != machine.num_devices:
         raise SimulationError(
             f"simulate: schedule {schedule.name!r} runs on {schedule.num_devices} devices but hardware "

@@ -1,0 +1,137 @@
+"""Benchmarks that print figures (no timed asserts anywhere).
+
+* :func:`run_bench` -- simulator wall time and events/s for one ``normal`` reshard
+  on TPU v4 tori of 256, 1024 and 4096 chips;
+* :func:`run_agreement` -- simulated vs analytic time on several profiles.
+"""
+
+from __future__ import annotations
+
+import time
+
+from synth.errors import RedistributionError
+
+#: chips -> (torus dims, mesh)
+BENCH_SHAPES = {
+    64: ("4x4x4", "x=4,y=4,z=4"),
+    256: ("4x8x8", "x=4,y=8,z=8"),
+    512: ("8x8x8", "x=8,y=8,z=8"),
+    1024: ("8x8x16", "x=8,y=8,z=16"),
+    4096: ("16x16x16", "x=16,y=16,z=16"),
+}
+#: a bf16 [65536, 16384] array (2 GiB): fully sharded rows -> rows on z, columns on y
+BENCH_CASE = ("[65536{x,y,z}, 16384]", "[65536{z}, 16384{y}]", 2)
+
+
+def run_bench(sizes=(256, 1024, 4096), coarsen: bool = True) -> dict:
+    from models import load_profile
+    from simulator.engine import simulate_plan
+    from synth import synthesize
+
+    rows = []
+    for n in sizes:
+        if n not in BENCH_SHAPES:
+            raise RedistributionError(f"bench: no benchmark shape for {n} chips; choose from {sorted(BENCH_SHAPES)}")
+        dims, mesh = BENCH_SHAPES[n]
+        src, dst, itemsize = BENCH_CASE
+        t0 = time.perf_counter()
+        machine = load_profile(f"tpu-v4:{dims}")
+        machine.topology  # noqa: B018 -- build the graph once, timed separately
+        t1 = time.perf_counter()
+        plan = synthesize(mesh, src, dst, planner="normal", itemsize=itemsize)
+        t2 = time.perf_counter()
+        res = simulate_plan(plan, machine, coarsen=coarsen)
+        t3 = time.perf_counter()
+        rows.append({
+            "chips": n, "hardware": machine.spec, "mesh": mesh, "src": src, "dst": dst, "itemsize": itemsize,
+            "steps": [o["kind"] for o in res.ops],
+            "topology_s": t1 - t0, "plan_s": t2 - t1, "simulate_s": t3 - t2, "total_s": t3 - t0,
+            "events": res.events, "events_per_s": res.events / (t3 - t2) if t3 > t2 else 0.0,
+            "units": sum(o["units"] for o in res.ops), "simulated_units": sum(o["simulated"] for o in res.ops),
+            "sim_time_s": res.time_s, "lower_bound_s": res.lower_bound_s,
+            "peak_bytes_max_device": res.peak_bytes_max_device,
+        })
+    return {"coarsen": coarsen, "target": "4096 chips in <= 10 s", "cases": rows}
+
+
+def print_bench(res: dict) -> None:
+    from simulator.format import fmt_s
+
+    c = res["cases"][0] if res["cases"] else None
+    if c:
+        print(f"simulator bench: normal reshard {c['src']} -> {c['dst']} (itemsize {c['itemsize']}) on TPU v4 "
+              f"tori, coarsen={res['coarsen']}")
+    print(f"{'chips':>6} {'hardware':<18} {'steps':<34} {'topology':>9} {'simulate':>9} {'total':>9} "
+          f"{'events':>9} {'events/s':>10} {'sim time':>12}")
+    for c in res["cases"]:
+        print(f"{c['chips']:>6} {c['hardware']:<18} {','.join(c['steps']):<34} {c['topology_s']:>8.2f}s "
+              f"{c['simulate_s']:>8.2f}s {c['total_s']:>8.2f}s {c['events']:>9} {c['events_per_s']:>10.0f} "
+              f"{fmt_s(c['sim_time_s']):>12}")
+    print(f"target: {res['target']}")
+
+
+#: profile -> (mesh, one-axis all-gather type pair, a reshard) for the agreement table
+AGREEMENT_CASES = [
+    ("tpu-v4:4x4x4", "x=4,y=4,z=4"),
+    ("tpu-v5e:16x16", "x=16,y=16"),
+    ("dgx-h100:1", "x=2,y=4"),
+    ("h100-multinode:2", "x=2,y=8"),
+    ("cpu-host:8", "x=2,y=4"),
+]
+
+
+def run_agreement() -> dict:
+    """For each profile: (1) an all-gather over the last mesh axis (uncontended
+    rings along the placement), (2) an all-to-all over the last axis, (3) a normal
+    reshard; simulated time vs the topology-aware analytic time and vs the textbook
+    alpha-beta formula."""
+    from models import load_profile
+    from models.analytic import alpha_beta_s
+    from simulator.engine import simulate_plan
+    from synth import AllGather, AllToAll, ArrayType, Mesh, Plan, synthesize
+
+    out = []
+    for hw, mesh_s in AGREEMENT_CASES:
+        m = load_profile(hw)
+        mesh = Mesh.parse(mesh_s)
+        names = mesh.names
+        last, n = names[-1], mesh.sizes[-1]
+        rows = 1 << 14
+        cols = 1 << 12
+        t_ag = ArrayType.parse(f"[{rows}{{{last}}}, {cols}]")
+        ag = Plan.build(mesh, t_ag, ArrayType.parse(f"[{rows}, {cols}]"), [AllGather(0, last)], itemsize=4)
+        t_a2a = ArrayType.parse(f"[{rows}{{{last}}}, {cols}]")
+        a2a = Plan.build(mesh, t_a2a, ArrayType.parse(f"[{rows}, {cols}{{{last}}}]"), [AllToAll(0, 1, last)],
+                         itemsize=4)
+        first = names[0]
+        src = f"[{rows}{{{','.join(names)}}}, {cols}]"
+        dst = f"[{rows}{{{last}}}, {cols}{{{first}}}]"
+        rs = synthesize(mesh, src, dst, planner="normal", itemsize=4)
+        for label, plan in (("all_gather", ag), ("all_to_all", a2a), ("normal reshard", rs)):
+            res = simulate_plan(plan, m)
+            row = {"hardware": m.spec, "mesh": mesh_s, "case": label,
+                   "steps": [str(s) for s in plan.steps], "sim_s": res.time_s, "analytic_s": res.analytic_s,
+                   "rel_err": (res.time_s - res.analytic_s) / res.analytic_s if res.analytic_s else 0.0,
+                   "lower_bound_s": res.lower_bound_s}
+            if label == "all_gather":
+                op = plan.to_schedule().ops[0]
+                g = op.groups[0]
+                route = m.topology.route(g[0], g[1])
+                bw = float(min(m.topology.bandwidth[lk] for lk in route))
+                lat = float(sum(m.topology.latency[lk] for lk in route))
+                tb = alpha_beta_s("all_gather", n, op.in_bytes, m.alpha_s("all_gather"), bw, lat,
+                                  m.algorithm("all_gather"), 1)
+                row["textbook_s"] = tb
+            out.append(row)
+    return {"cases": out}
+
+
+def print_agreement(res: dict) -> None:
+    from simulator.format import fmt_s
+
+    print(f"{'hardware':<20} {'mesh':<10} {'case':<15} {'simulated':>12} {'analytic':>12} {'sim/analytic-1':>15} "
+          f"{'textbook':>12}")
+    for r in res["cases"]:
+        tb = fmt_s(r["textbook_s"]) if "textbook_s" in r else "-"
+        print(f"{r['hardware']:<20} {r['mesh']:<10} {r['case']:<15} {fmt_s(r['sim_s']):>12} "
+              f"{fmt_s(r['analytic_s']):>12} {r['rel_err'] * 100:>14.2f}% {tb:>12}")

@@ -1,0 +1,159 @@
+"""``python -m simulator``: simulate a redistribution (or a schedule file) on a machine.
+
+    python -m simulator run --hardware tpu-v4:4x4x4 --mesh x=4,y=4,z=4 \\
+        --src '[1024{x}, 4096{y,z}]' --dst '[1024{y}, 4096{z,x}]' [--planner normal] [--json]
+    python -m simulator run --hardware cpu-host:8 --schedule xla_schedule.json [--json]
+    python -m simulator profiles [--json]
+    python -m simulator bench [--sizes 256,1024,4096] [--json]
+    python -m simulator agreement [--json]
+
+User errors print one line to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from synth.errors import RedistributionError
+
+EXAMPLE = {
+    "hardware": "tpu-v4:4x4x4",
+    "mesh": "x=4,y=4,z=4",
+    "src": "[1024{x}, 4096{y,z}]",
+    "dst": "[1024{y}, 4096{z,x}]",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise RedistributionError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from synth.planners import PLANNERS
+
+    p = _Parser(prog="python -m simulator",
+                description="Simulate redistributions on machine topologies (SimPy, FIFO links).")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub.required = True
+    r = sub.add_parser(
+        "run", help="simulate one redistribution or a schedule file",
+        description="Synthesize a plan from --src to --dst on --mesh and replay it on --hardware, or "
+                    "replay a schedule JSON (--schedule). Hardware is NAME[:SIZE], e.g. tpu-v4:4x4x4, "
+                    "dgx-h100:2 (nodes), cpu-host:8, calibrated/cpu-8, or a profile file path.")
+    r.add_argument("--hardware", default=EXAMPLE["hardware"], help="profile and size (default: %(default)s)")
+    r.add_argument("--mesh", default=None, help=f"mesh axes, e.g. x=4,y=4,z=4 (default with --src/--dst: {EXAMPLE['mesh']})")
+    r.add_argument("--src", default=None, help=f"source type (default: {EXAMPLE['src']})")
+    r.add_argument("--dst", default=None, help=f"target type (default: {EXAMPLE['dst']})")
+    r.add_argument("--planner", default="normal", choices=sorted(PLANNERS))
+    r.add_argument("--itemsize", type=int, default=4, help="bytes per element (default: 4)")
+    r.add_argument("--schedule", default=None, help="replay this schedule JSON instead of planning")
+    r.add_argument("--placement", default=None,
+                   help="mesh -> chips: 'row-major' (default), 'x=Z,y=X*Y' (axes over physical dims, "
+                        "X:2 takes a factor of 2), or 'devices:3,1,0,2'")
+    r.add_argument("--bandwidth-scale", type=float, default=1.0, help="multiply link bandwidths (what-if)")
+    r.add_argument("--latency-scale", type=float, default=1.0, help="multiply latencies and launch costs (what-if)")
+    r.add_argument("--max-chunks", type=int, default=8, help="chunks per transfer (default: 8)")
+    r.add_argument("--no-coarsen", action="store_true", help="simulate every unit, even identical ones")
+    r.add_argument("--trace", default=None, help="also write the per-transfer trace to this CSV file")
+    r.add_argument("--full", action="store_true", help="with --json: include every link and the trace")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+
+    pr = sub.add_parser("profiles", help="list hardware profiles with their parameters")
+    pr.add_argument("--json", action="store_true", help="print one JSON document")
+
+    b = sub.add_parser("bench", help="time the simulator on normal reshards of 256/1024/4096-chip TPU v4 tori")
+    b.add_argument("--sizes", default="256,1024,4096", help="chip counts among 64,256,512,1024,4096 (default: %(default)s)")
+    b.add_argument("--no-coarsen", action="store_true", help="simulate every unit")
+    b.add_argument("--json", action="store_true", help="print one JSON document")
+
+    a = sub.add_parser("agreement", help="simulated vs analytic time on several profiles (uncontended cases)")
+    a.add_argument("--json", action="store_true", help="print one JSON document")
+    return p
+
+
+def _run(args):
+    from models import load_profile
+    from simulator.engine import simulate, simulate_plan
+
+    machine = load_profile(args.hardware)
+    if args.bandwidth_scale != 1.0 or args.latency_scale != 1.0:
+        machine = machine.with_scale(args.bandwidth_scale, args.latency_scale)
+    kw = {"coarsen": not args.no_coarsen, "max_chunks": args.max_chunks}
+    if args.itemsize < 1:
+        raise RedistributionError(f"run: --itemsize must be >= 1, got {args.itemsize}")
+    if args.schedule:
+        if args.src or args.dst:
+            raise RedistributionError("run: give either --schedule or --src/--dst, not both")
+        from synth import Schedule
+
+        sched = Schedule.load(args.schedule)
+        res = simulate(sched, machine, mesh=args.mesh, placement=args.placement, **kw)
+        plan = None
+    else:
+        from synth import synthesize
+
+        mesh = args.mesh or EXAMPLE["mesh"]
+        src, dst = args.src or EXAMPLE["src"], args.dst or EXAMPLE["dst"]
+        plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize)
+        res = simulate_plan(plan, machine, placement=args.placement, **kw)
+    if args.trace:
+        try:
+            res.trace_df().to_csv(args.trace, index=False)
+        except OSError as e:
+            raise RedistributionError(f"run: cannot write --trace {args.trace}: {e.strerror}") from None
+    if args.json:
+        d = res.to_dict(full=args.full)
+        if plan is not None:
+            d["plan"] = plan.to_dict()
+        print(json.dumps(d))
+    else:
+        if plan is not None:
+            print(str(plan))
+            print()
+        print(res.summary())
+
+
+def _profiles(args):
+    from models import available_profiles, load_profile
+
+    out = [load_profile(n).to_dict() for n in available_profiles()]
+    if args.json:
+        print(json.dumps({"profiles": out}))
+        return
+    for d in out:
+        print(f"{d['spec']:<24} {d['kind']:<9} {d['num_devices']:>5} devices  link "
+              f"{d['link_bandwidth_Bps'] / 1e9:7.1f} GB/s x{d['links_per_chip']:<3} "
+              f"{d['link_latency_s'] * 1e6:5.2f} us/hop  alpha {d['launch_overhead_s'] * 1e6:5.1f} us  "
+              f"HBM {d['hbm_bandwidth_Bps'] / 1e9:6.0f} GB/s {d['hbm_capacity_bytes'] / 2**30:6.1f} GiB")
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.cmd == "run":
+            _run(args)
+        elif args.cmd == "profiles":
+            _profiles(args)
+        elif args.cmd == "bench":
+            from simulator.bench import print_bench, run_bench
+
+            try:
+                sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+            except ValueError:
+                raise RedistributionError(f"bench: --sizes {args.sizes!r} must be comma-separated integers") from None
+            res = run_bench(sizes, coarsen=not args.no_coarsen)
+            print(json.dumps(res)) if args.json else print_bench(res)
+        elif args.cmd == "agreement":
+            from simulator.bench import print_agreement, run_agreement
+
+            res = run_agreement()
+            print(json.dumps(res)) if args.json else print_agreement(res)
+        return 0
+    except RedistributionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
