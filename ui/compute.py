@@ -203,3 +203,57 @@ def simulation_figures(plan: synth.Plan, sc: Scenario, placement: str = "",
     return _simulation_figures_cached(plan.to_schedule().to_json(), str(plan.mesh), sc.machine_profile,
                                       sc.machine_size, placement, float(bandwidth_scale),
                                       float(latency_scale))
+
+
+# -- XLA and local measurements (subprocess) ------------------------------------------------
+class WorkerError(RedistributionError):
+    """The executor subprocess failed (its message is shown on the page)."""
+
+
+def _run_worker(args: list[str], timeout_s: int) -> dict:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    root = Path(__file__).resolve().parents[1]
+    try:
+        p = subprocess.run([sys.executable, "-m", "ui.xla_worker", *args], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise WorkerError(f"the executor run took longer than {timeout_s} s and was stopped; "
+                          "try a smaller array or mesh") from None
+    if p.returncode != 0:
+        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+        msg = lines[-1] if lines else f"exit status {p.returncode}"
+        raise WorkerError(f"executor subprocess failed: {msg.removeprefix('error: ')}")
+    return json.loads(p.stdout)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, persist=False)
+def xla_schedules(mesh_text: str, src: str, dst: str, dtype: str) -> dict:
+    """XLA's compiled resharding under Shardy and GSPMD as schedules (JAX compile with
+    the mesh's device count, in a subprocess). ``{partitioner: {schedule, full_remat, ...}}``."""
+    return _run_worker(["schedules", "--mesh", mesh_text, "--src", src, "--dst", dst,
+                        "--dtype", dtype], timeout_s=900)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def measure_local(mesh_text: str, src: str, dst: str, dtype: str, planner: str) -> dict:
+    """Ours vs both XLA partitioners, run and timed on the local JAX backend (subprocess)."""
+    return _run_worker(["measure", "--mesh", mesh_text, "--src", src, "--dst", dst, "--dtype", dtype,
+                        "--planner", planner], timeout_s=900)
+
+
+def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict:
+    """Name -> ``synth.Schedule`` for every strategy on the Compare page."""
+    out = {f"ours ({plan.planner})": plan.to_schedule()}
+    for name in planners():
+        if name != plan.planner:
+            p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize)
+            out[name] = p.to_schedule()
+    for part, d in (xla or {}).items():
+        out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])
+    return out

@@ -230,3 +230,20 @@ def current() -> Scenario:
     import streamlit as st
 
     return Scenario(**{k: st.session_state.get("_keep_" + k, DEFAULTS[k]) for k in KEYS})
+
+
+def mesh_shapes(names, n: int) -> list[str]:
+    """Every mesh with these axis names (in order) and ``n`` devices, e.g. for the
+    what-if mesh selector: ``data=64,model=1`` ... ``data=1,model=64``."""
+    names = tuple(names)
+
+    def rec(k, left):
+        if k == len(names) - 1:
+            yield (left,)
+            return
+        for f in range(left, 0, -1):
+            if left % f == 0:
+                for rest in rec(k + 1, left // f):
+                    yield (f,) + rest
+
+    return [",".join(f"{a}={s}" for a, s in zip(names, sizes)) for sizes in rec(0, n)]

@@ -1,5 +1,163 @@
-"""compare page (placeholder)."""
+"""Compare page: our plan vs the easy plan vs XLA's own resharding, simulated on the
+chosen machine (with what-if knobs), plus measured numbers on the local backend."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-st.title("Compare")
-st.info("Not built yet.")
+from synth.errors import RedistributionError
+from ui import compute, scenario
+from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
+
+SCALES = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+
+
+def _case_key(mesh, plan, dtype) -> str:
+    return f"{mesh}|{plan.src}|{plan.dst}|{dtype}"
+
+
+def _whatif(sc, mesh):
+    st.subheader("What if")
+    c = st.columns(4)
+    bw = c[0].select_slider("Link bandwidth scale", SCALES, value=1.0, key="cmp_bw_scale",
+                            format_func=lambda v: f"x{v:g}")
+    lat = c[1].select_slider("Latency scale", SCALES, value=1.0, key="cmp_lat_scale",
+                             format_func=lambda v: f"x{v:g}")
+    shapes = scenario.mesh_shapes(mesh.names, mesh.size)
+    if st.session_state.get("cmp_mesh") not in shapes:
+        st.session_state["cmp_mesh"] = str(mesh)
+    mesh_text = c[2].selectbox("Mesh shape", shapes, key="cmp_mesh",
+                               help="Same axis names and device count, other sizes.")
+    placement = c[3].text_input("Placement", key="cmp_placement", placeholder="row-major",
+                                help="As on the Simulate page, e.g. data=X*Y,model=Z.")
+    return bw, lat, mesh_text, placement
+
+
+def main():
+    st.title("Compare")
+    st.caption("Every strategy lowered to a device-level schedule and replayed by the same "
+               "simulator on the chosen machine; XLA's schedules come from its compiled HLO.")
+    why = compute.missing("simulator")
+    if why:
+        st.warning(f"The simulator package is not available ({why}); this page needs it.")
+        return
+    sc = scenario.current()
+    try:
+        base = compute.plan_for(sc)
+    except RedistributionError as e:
+        st.error(str(e))
+        return
+    bw, lat, mesh_text, placement = _whatif(sc, base.mesh)
+    try:
+        plan = compute.make_plan(mesh_text, "", str(base.src), str(base.dst), sc.planner, sc.itemsize,
+                                 compute.scenario_devices(sc))
+    except RedistributionError as e:
+        st.error(f"mesh {mesh_text}: {e}")
+        return
+
+    key = _case_key(mesh_text, plan, sc.dtype)
+    asked = st.session_state.setdefault("cmp_xla_asked", [])
+    xla, xla_error = None, None
+    have_exec = compute.missing("executor") is None
+    if not have_exec:
+        st.info("XLA's schedules need the executor package (JAX), which is not available here.")
+    elif key in asked:
+        try:
+            with st.spinner(f"Compiling XLA's resharding on {plan.mesh.size} CPU devices "
+                            "(Shardy and GSPMD)..."):
+                xla = compute.xla_schedules(mesh_text, str(plan.src), str(plan.dst), sc.dtype)
+        except RedistributionError as e:
+            xla_error = str(e)
+    else:
+        if st.button("Add XLA's resharding (compile with JAX)", key="cmp_xla_button",
+                     help="Runs jax.jit(identity, out_shardings=...) under both partitioners in a "
+                          "subprocess with the mesh's device count, and reads the schedule from "
+                          "the compiled HLO. Takes seconds to a minute; cached."):
+            asked.append(key)
+            st.rerun()
+    if xla_error:
+        st.error(xla_error)
+
+    try:
+        schedules = compute.strategy_schedules(plan, sc, xla)
+        results = {}
+        with st.spinner("Simulating every strategy..."):
+            for name, sched in schedules.items():
+                results[name] = compute.simulate_schedule(sched, mesh_text, sc, placement, bw, lat)
+    except RedistributionError as e:
+        st.error(str(e))
+        return
+
+    ours = next(iter(results.values()))
+    bound = ours.lower_bound_s
+    rows = []
+    for name, r in results.items():
+        sched = schedules[name]
+        rows.append({
+            "strategy": name,
+            "collectives": sum(1 for op in sched.ops if not op.is_local),
+            "simulated time": fmt_seconds(r.time_s),
+            "time / lower bound": fmt_ratio(r.time_s / bound if bound > 0 else None),
+            "peak memory per device": fmt_bytes(r.peak_bytes_max_device),
+            "bytes on links": fmt_bytes(float(r.link_bytes_array.sum())),
+            "full rematerialization": (str(xla[name.split()[-1]]["full_remat"])
+                                       if xla and name.startswith("xla ") else "-"),
+        })
+    st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, machine "
+                f"`{ours.machine.spec}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
+                f"`{ours.placement.text}`; lower bound **{fmt_seconds(bound)}**")
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+    names = list(results)
+    fig = go.Figure()
+    fig.add_bar(x=names, y=[results[n].time_s * 1e6 for n in names], name="simulated time",
+                marker_color="#4C78A8", yaxis="y")
+    fig.add_bar(x=names, y=[results[n].peak_bytes_max_device / 2**20 for n in names],
+                name="peak memory per device", marker_color="#F58518", yaxis="y2")
+    fig.add_hline(y=bound * 1e6, line_dash="dash", line_color="#54A24B",
+                  annotation_text=f"lower bound {fmt_seconds(bound)}", annotation_position="top left")
+    fig.update_layout(
+        barmode="group", title="Simulated time and peak memory per strategy",
+        yaxis=dict(title="time (us)", type="log"),
+        yaxis2=dict(title="MiB per device", overlaying="y", side="right", type="log", showgrid=False),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        height=420, margin=dict(l=40, r=40, t=80, b=40))
+    fig.update_traces(offsetgroup=None)
+    fig.data[0].offsetgroup = "t"
+    fig.data[1].offsetgroup = "m"
+    st.plotly_chart(fig, key="cmp_chart")
+
+    st.subheader("Measured on this machine's JAX backend")
+    st.caption("Runs our plan (shard_map) and XLA's resharding for real on the local backend "
+               f"({plan.mesh.size} CPU devices here), checks every output element, and times them. "
+               "CPU numbers say which strategy moves less data, not what a TPU would take.")
+    mkey = "measure|" + key + "|" + sc.planner
+    if not have_exec:
+        st.info("Measuring needs the executor package (JAX).")
+        return
+    if st.button("Measure locally", key="cmp_measure_button") or mkey in st.session_state.get(
+            "cmp_measured", []):
+        st.session_state.setdefault("cmp_measured", [])
+        if mkey not in st.session_state["cmp_measured"]:
+            st.session_state["cmp_measured"].append(mkey)
+        try:
+            with st.spinner("Running and timing ours, XLA Shardy and XLA GSPMD..."):
+                m = compute.measure_local(mesh_text, str(plan.src), str(plan.dst), sc.dtype, sc.planner)
+        except RedistributionError as e:
+            st.error(str(e))
+            return
+        mrows = [{
+            "strategy": k,
+            "correct": v.get("correct"),
+            "median time": fmt_seconds(v.get("time_s")),
+            "p10..p90": f"{fmt_seconds(v.get('time_p10_s'))} .. {fmt_seconds(v.get('time_p90_s'))}",
+            "temp + output bytes": fmt_bytes(v.get("temp_plus_output_bytes")),
+            "full rematerialization": v.get("full_remat"),
+            "collectives": ", ".join(v.get("collectives", [])),
+        } for k, v in m.items()]
+        st.dataframe(pd.DataFrame(mrows), hide_index=True)
+
+
+main()
