@@ -174,10 +174,6 @@ def _axis_mapping(text: str, mesh, machine) -> list[int]:
         elif pk != rest:
             raise PlacementError(f"placement {text!r}: factors of {machine.dim_names[k]} multiply to {pk}, "
                                  f"not its size {rest}")
-    for k, s in enumerate(dims):
-        if s > 1 and k not in per_dim:
-            raise PlacementError(f"placement {text!r}: physical dim {machine.dim_names[k]} (size {s}) is not "
-                                 "used; every physical dim of size > 1 must be covered")
     for a, s in mesh.axes:
         fl = factors_of_axis.get(a)
         if fl is None:
@@ -188,6 +184,10 @@ def _axis_mapping(text: str, mesh, machine) -> list[int]:
             raise PlacementError(f"placement {text!r}: mesh axis {a}={s} but its factors "
                                  f"{'*'.join(f'{machine.dim_names[f[0]]}:{f[1]}' for f in fl)} have size "
                                  f"{math.prod(f[1] for f in fl)}")
+    for k, s in enumerate(dims):
+        if s > 1 and k not in per_dim:
+            raise PlacementError(f"placement {text!r}: physical dim {machine.dim_names[k]} (size {s}) is not "
+                                 "used; every physical dim of size > 1 must be covered")
     # compute chips
     coords = mesh.coords
     P = mesh.size

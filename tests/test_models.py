@@ -1,0 +1,313 @@
+"""models/: profiles, topology graphs, placements, analytic costs."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from models import HardwareProfile, KindParams, Placement, PlacementError, ProfileError, load_profile
+from models import profiles as profiles_mod
+from models.analytic import alpha_beta_s, lower_bound_s, need_bytes_per_device, op_time_s
+from models.topology import (
+    Topology,
+    count_links,
+    cpu_host_graph,
+    multinode_graph,
+    nvswitch_graph,
+    ring_graph,
+    torus_graph,
+)
+from synth import ArrayType, Mesh, RedistributionError, ScheduleOp
+
+BUILTIN = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "dgx-a100", "dgx-h100", "h100-multinode",
+           "gb200-nvl72", "cpu-host"]
+
+
+# -- profiles ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_builtin_profile_loads_and_every_number_has_a_source(name):
+    m = load_profile(name)
+    assert isinstance(m, HardwareProfile)
+    assert m.unsourced() == []
+    for p in ("link_bandwidth_Bps", "link_latency_s", "links_per_chip", "launch_overhead_s",
+              "hbm_bandwidth_Bps", "hbm_capacity_bytes"):
+        assert m.source(p) and len(m.source(p)) > 10, p
+    assert m.topology.num_chips == m.num_devices
+    # the profile's chips can all reach each other
+    assert m.topology.route(0, m.num_devices - 1) or m.num_devices == 1
+    json.dumps(m.to_dict())
+
+
+def test_profile_files_give_every_number_a_source_next_to_it():
+    import yaml
+
+    for path in profiles_mod.PROFILE_DIR.glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text())
+        for k, v in (raw.get("params") or {}).items():
+            assert isinstance(v, dict) and v.get("source"), f"{path.name}: params.{k} has no source"
+
+
+@pytest.mark.parametrize("spec,dims,n", [
+    ("tpu-v4:4x4x4", (4, 4, 4), 64),
+    ("tpu-v4:16", (16, 1, 1), 16),
+    ("tpu-v5e:4x8", (4, 8), 32),
+    ("dgx-h100:2", (2, 8), 16),
+    ("dgx-h100:2x4", (2, 4), 8),
+    ("gb200-nvl72:1", (1, 72), 72),
+    ("cpu-host:8", (8,), 8),
+    ("h100-multinode", (4, 8), 32),
+])
+def test_sizing(spec, dims, n):
+    m = load_profile(spec)
+    assert m.dims == dims and m.num_devices == n
+    assert load_profile(m.spec) == m
+
+
+def test_tpu_wraparound_follows_the_hardware_rules():
+    assert load_profile("tpu-v4:4x4x4").wraparound == (True, True, True)
+    assert load_profile("tpu-v4:2x2x2").wraparound == (False, False, False)
+    assert load_profile("tpu-v4:4x4x8").wraparound == (True, True, True)
+    assert load_profile("tpu-v5e:16x16").wraparound == (True, True)
+    assert load_profile("tpu-v5e:4x16").wraparound == (False, True)
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("nope:4", "unknown hardware profile 'nope'"),
+    ("tpu-v4:4x4x4x4", "3-D torus"),
+    ("tpu-v4:32x32x32", "larger than the largest"),
+    ("tpu-v4:4xx4", "malformed"),
+    ("tpu-v4:0x4x4", ">= 1"),
+    ("dgx-h100:2x16", "has 8 GPUs"),
+    ("cpu-host:2x2", "device count"),
+    ("", "empty"),
+    ("/no/such/file.yaml", "does not exist"),
+])
+def test_profile_errors_are_redistribution_errors(spec, needle):
+    with pytest.raises(ProfileError) as e:
+        load_profile(spec)
+    assert isinstance(e.value, RedistributionError) and isinstance(e.value, ValueError)
+    assert needle in str(e.value)
+
+
+def test_calibrated_profile_file_with_extends_and_overrides(tmp_path, monkeypatch):
+    cal = tmp_path / "calibrated"
+    cal.mkdir()
+    doc = {
+        "name": "cpu-8", "extends": "cpu-host",
+        "topology": {"kind": "cpu-host", "default_size": "8"},
+        "params": {"launch_overhead_s": {"value": 4.0e-5, "source": "calibrated: test"},
+                   "bus_bandwidth_Bps": 1.0e12},
+        "collectives": {"all_gather": {"alpha_s": {"value": 2.0e-5, "source": "fit"}, "bandwidth_Bps": 3.0e9},
+                        "dyn_slice": {"bandwidth_Bps": 8.0e9}},
+    }
+    (cal / "cpu-8.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(profiles_mod, "CALIBRATED_DIR", cal)
+    for spec in ("calibrated/cpu-8", "cpu-8", str(cal / "cpu-8.json"), str(cal / "cpu-8.json") + ":4"):
+        m = load_profile(spec)
+        assert m.name == "cpu-8"
+        assert m.launch_overhead_s == 4.0e-5 and m.source("launch_overhead_s") == "calibrated: test"
+        assert m.alpha_s("all_gather") == 2.0e-5 and m.alpha_s("all_to_all") == 4.0e-5
+        assert m.kind_params("all_gather").bandwidth_Bps == 3.0e9
+        assert m.local_bandwidth_Bps("dyn_slice") == 8.0e9
+        assert m.link_bandwidth_Bps == load_profile("cpu-host").link_bandwidth_Bps  # inherited
+    assert load_profile(str(cal / "cpu-8.json") + ":4").num_devices == 4
+    assert "calibrated/cpu-8" in profiles_mod.available_profiles()
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ({"topology": {"kind": "mesh"}}, "topology.kind"),
+    ({"topology": {"kind": "cpu-host", "default_size": "8"}, "params": {"link_bandwidth_Bps": 1e9}},
+     "is required"),
+    ({"extends": "cpu-host", "params": {"link_bandwith_Bps": 1e9}}, "unknown params"),
+    ({"extends": "cpu-host", "collectives": {"gather": {"alpha_s": 1}}}, "unknown kind"),
+    ({"extends": "cpu-host", "collectives": {"all_gather": {"alpha": 1}}}, "unknown fields"),
+    ({"extends": "cpu-host", "params": {"link_latency_s": "fast"}}, "expected a number"),
+    ({"extends": "cpu-host", "params": {"link_latency_s": -1}}, ">= 0"),
+    ({"extends": "cpu-host", "algorithms": {"all_gather": "tree"}}, "algorithm 'tree'"),
+])
+def test_malformed_profile_files(tmp_path, doc, needle):
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ProfileError, match=needle.replace("(", r"\(")):
+        load_profile(str(p))
+
+
+def test_malformed_yaml(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("topology: [unclosed\n")
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        load_profile(str(p))
+
+
+def test_with_scale_is_a_new_value():
+    m = load_profile("dgx-h100:2").with_overrides(all_gather=KindParams(alpha_s=1e-5, bandwidth_Bps=1e11))
+    s = m.with_scale(bandwidth_scale=2.0, latency_scale=0.5)
+    assert s is not m and m.link_bandwidth_Bps == 2.5e10
+    assert s.link_bandwidth_Bps == 5e10 and s.nic_bandwidth_Bps == 2 * m.nic_bandwidth_Bps
+    assert s.link_latency_s == 0.5e-6 and s.launch_overhead_s == 0.5 * m.launch_overhead_s
+    assert s.alpha_s("all_gather") == 0.5e-5 and s.kind_params("all_gather").bandwidth_Bps == 2e11
+    assert s.hbm_bandwidth_Bps == m.hbm_bandwidth_Bps
+    assert s.topology.bandwidth.max() == 2 * m.topology.bandwidth.max()
+    with pytest.raises(ProfileError):
+        m.with_scale(bandwidth_scale=0)
+
+
+# -- topology shapes ------------------------------------------------------------------------
+@pytest.mark.parametrize("dims,wrap,edges", [
+    ((4,), True, 8), ((4,), False, 6), ((3,), True, 6),
+    ((2,), True, 2), ((2,), False, 2), ((1,), True, 0),
+    ((4, 2, 1), True, 4 * 2 * 2 + 4 * 2), ((2, 2), True, 8), ((1, 1, 1), True, 0),
+    ((4, 4, 4), True, 64 * 6), ((4, 4, 4), False, 3 * 2 * 3 * 16), ((2, 2, 2), True, 8 * 3),
+])
+def test_torus_link_counts(dims, wrap, edges):
+    g = torus_graph(dims, 1e9, 1e-6, wraparound=wrap)
+    assert g.number_of_nodes() == math.prod(dims)
+    assert g.number_of_edges() == edges
+    assert not any(u == v for u, v in g.edges())
+    for u, v in g.edges():
+        assert g.has_edge(v, u)  # every link is full duplex
+        assert g.edges[u, v]["bandwidth"] == 1e9 and g.edges[u, v]["latency"] == 1e-6
+
+
+def test_torus_size_two_and_one_neighbours():
+    g = torus_graph((2, 1, 3), 1.0, 0.0, wraparound=True)
+    # node (0,0,0) = 0: one neighbour along the size-2 dim, none along size 1, two along size 3
+    assert sorted(g.successors(0)) == [1, 2, 3]
+    assert g.nodes[4]["coord"] == (1, 0, 1)
+
+
+def test_builders_return_new_graphs():
+    a = ring_graph(4, 1.0, 0.0)
+    b = ring_graph(4, 1.0, 0.0)
+    a.remove_edge(0, 1)
+    assert b.has_edge(0, 1)
+
+
+def test_switched_and_host_graphs():
+    g = nvswitch_graph(8, 4.5e11, 1e-6)
+    assert count_links(g) == 16 and g.has_edge(0, "nvswitch")
+    mn = multinode_graph(2, 8, 4.5e11, 1e-6, 5e10, 3e-6)
+    assert count_links(mn, "nvlink") == 32 and count_links(mn, "nic") == 32
+    t = Topology(mn)
+    assert len(t.route(0, 1)) == 2 and t.link_name(t.route(0, 1)[0]) == "0->nvswitch0"
+    assert [t.links[i] for i in t.route(0, 9)] == [(0, "fabric"), ("fabric", 9)]
+    single = multinode_graph(1, 4, 1.0, 0.0, 1.0, 0.0)
+    assert "fabric" not in single
+    h = cpu_host_graph(4, 5e9, 2e10, 1e-6)
+    assert count_links(h) == 9
+    assert [Topology(h).links[i] for i in Topology(h).route(0, 3)] == [(0, "bus_in"), ("bus_in", "bus_out"),
+                                                                     ("bus_out", 3)]
+
+
+def test_dimension_order_routing_on_a_torus():
+    t = Topology(torus_graph((4, 4), 1.0, 0.0, wraparound=True))
+    # 0=(0,0) -> 15=(3,3): X first, the short way round (-1), then Y (-1)
+    assert [t.links[i] for i in t.route(0, 15)] == [(0, 12), (12, 15)]
+    # tie (distance 2 on a 4-ring) goes +
+    assert [t.links[i] for i in t.route(0, 2)] == [(0, 1), (1, 2)]
+    line = Topology(torus_graph((4,), 1.0, 0.0, wraparound=False))
+    assert [line.links[i] for i in line.route(3, 0)] == [(3, 2), (2, 1), (1, 0)]
+
+
+def test_machine_graph_bandwidths():
+    m = load_profile("dgx-h100:1")
+    assert m.topology.in_bandwidth(0) == 18 * 2.5e10
+    m2 = load_profile("dgx-h100:2")
+    assert m2.topology.in_bandwidth(0) == 18 * 2.5e10 + 5e10
+    v4 = load_profile("tpu-v4:4x4x4")
+    assert v4.topology.in_bandwidth(0) == 6 * 4.5e10
+
+
+# -- placement -------------------------------------------------------------------------------
+def test_placement_row_major_and_axis_mappings():
+    m = load_profile("tpu-v4:4x4x4")
+    mesh = Mesh.parse("x=4,y=4,z=4")
+    assert Placement.of(None, mesh, m).chips == tuple(range(64))
+    assert Placement.parse("x=X,y=Y,z=Z", mesh, m).chips == tuple(range(64))
+    rev = Placement.parse("x=Z,y=Y,z=X", mesh, m)
+    # device (x,y,z) sits on chip with physical coords (X=z, Y=y, Z=x)
+    for d in range(64):
+        x, y, z = (int(c) for c in mesh.coords[d])
+        assert rev.chips[d] == z * 16 + y * 4 + x
+    by_index = Placement.parse("x=2,y=1,z=0", mesh, m)
+    assert by_index.chips == rev.chips
+    mesh2 = Mesh.parse("x=4,y=16")
+    p = Placement.parse("x=Z,y=X*Y", mesh2, m)
+    for d in range(64):
+        x, y = (int(c) for c in mesh2.coords[d])
+        assert p.chips[d] == (y // 4) * 16 + (y % 4) * 4 + x
+
+
+def test_placement_split_dimension_is_strided():
+    m = load_profile("tpu-v4:8x1x1")
+    mesh = Mesh.parse("x=4,y=2")
+    p = Placement.parse("y=X:2,x=X:4", mesh, m)
+    for d in range(8):
+        x, y = (int(c) for c in mesh.coords[d])
+        assert p.chips[d] == y * 4 + x
+    assert Placement.parse("devices:7,6,5,4,3,2,1,0", mesh, m).chips == tuple(range(7, -1, -1))
+    assert Placement.parse("[7,6,5,4,3,2,1,0]", mesh, m).chips == tuple(range(7, -1, -1))
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("x=Q,y=Y,z=Z", "unknown physical dim 'Q'"),
+    ("x=X,y=Y", "mesh axis 'z' (size 4) is not placed"),
+    ("x=X,y=Y,z=Y", "split without sizes"),
+    ("x=X,y=Y:2,z=Y:4", "multiply to 8"),
+    ("x=X,x=Y,z=Z", "placed twice"),
+    ("w=X,y=Y,z=Z", "not an axis"),
+    ("x=X*Y,y=Z:2,z=Z:2", "have size 16"),
+    ("x:X", "not AXIS=DIM"),
+    ("x=X:3,y=X,z=Z", "do not divide"),
+    ("x=X:3,y=Y,z=Z", "multiply to 3, not its size 4"),
+    ("x=5,y=Y,z=Z", "physical dim 5 does not exist"),
+    ("devices:0,0,1", "lists 3 chips"),
+    ("devices:a", "not a list"),
+])
+def test_placement_errors(text, needle):
+    m = load_profile("tpu-v4:4x4x4")
+    with pytest.raises(PlacementError) as e:
+        Placement.parse(text, Mesh.parse("x=4,y=4,z=4"), m)
+    assert needle in str(e.value)
+
+
+def test_placement_size_mismatch_message():
+    with pytest.raises(PlacementError, match=r"has 64 devices but hardware tpu-v4:4x4x1 has 16.*tpu-v4:4x4x4"):
+        Placement.of(None, Mesh.parse("x=4,y=4,z=4"), load_profile("tpu-v4:4x4"))
+    with pytest.raises(PlacementError, match="permutation"):
+        Placement((0, 0, 1, 2))
+
+
+# -- analytic -------------------------------------------------------------------------------
+def test_alpha_beta_closed_forms():
+    a, bw, lat = 1e-5, 1e10, 1e-6
+    B = 1 << 20
+    assert alpha_beta_s("all_gather", 8, B, a, bw, lat, "ring") == pytest.approx(a + 7 * (lat + B / bw))
+    assert alpha_beta_s("all_gather", 8, B, a, bw, lat, "bidir_ring") == pytest.approx(a + 4 * (lat + B / bw))
+    assert alpha_beta_s("reduce_scatter", 8, B, a, bw, lat, "ring") == pytest.approx(a + 7 * (lat + B / 8 / bw))
+    assert alpha_beta_s("all_reduce", 8, B, a, bw, lat, "ring") == pytest.approx(a + 14 * (lat + B / 8 / bw))
+    assert alpha_beta_s("all_to_all", 8, B, a, bw, lat, "direct", hops=2) == pytest.approx(a + 2 * lat + B / bw)
+    assert alpha_beta_s("dyn_slice", 1, B, a, bw, 0.0) == pytest.approx(a + B / bw)
+    assert alpha_beta_s("all_gather", 1, B, a, bw, lat) == a
+
+
+def test_topology_aware_op_time_counts_contention():
+    m = load_profile("tpu-v4:8x1x1")
+    # two permute flows 0->2 and 1->3 share link 1->2
+    one = ScheduleOp("permute", 1 << 20, 1 << 20, 1 << 20, 1 << 20, pairs=((0, 2),))
+    two = ScheduleOp("permute", 1 << 20, 1 << 20, 1 << 20, 1 << 20, pairs=((0, 2), (1, 3)))
+    a = m.alpha_s("permute")
+    assert op_time_s(two, m) - a == pytest.approx(2 * (op_time_s(one, m) - a) - 2e-6, rel=1e-9)
+
+
+def test_lower_bound_need_bytes():
+    mesh = Mesh.parse("x=2,y=4")
+    src, dst = ArrayType.parse("[64{x}, 32{y}]"), ArrayType.parse("[64{y}, 32{x}]")
+    need = need_bytes_per_device(mesh, src, dst, 4)
+    assert need.shape == (8,)
+    # device 0 holds rows 0..31 x cols 0..7 and needs rows 0..15 x cols 0..15: it lacks 16x8
+    assert need[0] == 16 * 8 * 4
+    m = load_profile("cpu-host:8")
+    assert lower_bound_s(m, need) == pytest.approx(need.max() / m.link_bandwidth_Bps)
+    assert lower_bound_s(m, np.zeros(8)) == 0.0
