@@ -257,3 +257,43 @@ def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict
     for part, d in (xla or {}).items():
         out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])
     return out
+
+
+# -- sweeps (experiments results folders) ----------------------------------------------------
+def results_folders(root=None, limit: int = 50) -> list[str]:
+    """Results folders (holding ``rows.jsonl``) under ``root``'s ``results*/``, newest first."""
+    from pathlib import Path
+
+    root = Path(root) if root else Path(__file__).resolve().parents[1]
+    found = set()
+    for pattern in ("results*/rows.jsonl", "results*/*/rows.jsonl", "results*/*/*/rows.jsonl"):
+        found.update(p.parent for p in root.glob(pattern))
+    ordered = sorted(found, key=lambda p: (p / "rows.jsonl").stat().st_mtime, reverse=True)
+    return [str(p) for p in ordered[:limit]]
+
+
+def _mtime(path) -> float:
+    import os
+
+    try:
+        return os.stat(os.path.join(path, "rows.jsonl")).st_mtime
+    except OSError:
+        return 0.0
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _sweep_rows(path: str, mtime: float):
+    report = importlib.import_module("experiments.report")
+    return report.load_rows(path)
+
+
+def sweep_rows(path: str):
+    """The rows of a results folder as a DataFrame (``experiments.report.load_rows``);
+    reloaded when ``rows.jsonl`` changes."""
+    return _sweep_rows(path, _mtime(path))
+
+
+def build_sweep_report(path: str) -> str:
+    """(Re)write ``report.html`` of a results folder; returns its path."""
+    report = importlib.import_module("experiments.report")
+    return report.build_report(path).html_path
