@@ -38,3 +38,27 @@ def random_cases(n: int, seed: int = 0, meshes=MESHES_8, scale: int = 1):
     """``n`` seeded cases ``(mesh, src, dst)`` with ``src != dst``."""
     rng = np.random.default_rng(seed)
     return [random_case(rng, meshes, scale) for _ in range(n)]
+
+
+def sized_cases(n: int, seed: int, min_bytes: int, max_bytes: int, num_devices: int = 8,
+                itemsize: int = 4, meshes=MESHES_8):
+    """``n`` seeded cases of rank 2-3 whose global size is log-uniform in
+    ``[min_bytes, max_bytes]`` (dims stay multiples of the device count)."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    if num_devices != 8:
+        meshes = (f"x={num_devices}",)
+    out = []
+    while len(out) < n:
+        mesh = Mesh.parse(meshes[int(rng.integers(len(meshes)))])
+        rank = int(rng.integers(2, 4))
+        target = math.exp(rng.uniform(math.log(min_bytes), math.log(max_bytes))) / itemsize
+        dims = [mesh.size * int(rng.choice([1, 2])) for _ in range(rank)]
+        rest = int(np.prod(dims[1:]))
+        dims[0] = mesh.size * max(1, round(target / rest / mesh.size))
+        shape = tuple(dims)
+        src, dst = random_type(rng, mesh, shape), random_type(rng, mesh, shape)
+        if src != dst:
+            out.append((mesh, src, dst))
+    return out

@@ -1,0 +1,289 @@
+"""``python -m executor``: run plans and XLA's resharding on real JAX devices.
+
+    python -m executor compare --mesh x=4,y=2 --src "P('y', None, 'x')" --shape 8,16,8 \\
+        --dst "P(None, ('x','y'), None)" [--itemsize 4 | --dtype float32] [--devices 8] [--json]
+    python -m executor codegen --mesh x=4,y=2 --src '[8{y}, 16, 8{x}]' --dst '[8, 16{x,y}, 8]'
+    python -m executor xla-schedule --mesh ... --src ... --dst ... [--partitioner gspmd] --json
+    python -m executor calibrate --devices 8 [--quick] --out models/profiles/calibrated/cpu-8.json
+    python -m executor report --cases 30 [--json]
+
+On CPU the device count (--devices, default 8) is set before JAX starts. User errors
+print one line to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from synth.errors import RedistributionError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise RedistributionError(f"{self.prog}: {message} (see --help)")
+
+
+def _case_args(p, dtype=True):
+    p.add_argument("--mesh", required=True, help="mesh axes, e.g. x=4,y=2")
+    p.add_argument("--src", required=True,
+                   help="source type: '[8{y}, 16, 8{x}]' or \"P('y', None, 'x')\" (with --shape)")
+    p.add_argument("--dst", required=True, help="target type, same forms as --src")
+    p.add_argument("--shape", default=None, help="global shape for P(...) forms, e.g. 8,16,8")
+    p.add_argument("--itemsize", type=int, default=None, help="bytes per element (default 4)")
+    if dtype:
+        p.add_argument("--dtype", default=None,
+                       help="element type: float32 (default), bfloat16, float16, int8, int32, float64, ...")
+
+
+def _device_args(p):
+    p.add_argument("--devices", type=int, default=8,
+                   help="CPU devices to create before JAX starts (default: %(default)s; on GPU/TPU the "
+                        "devices present are used)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m executor",
+                description="Run redistribution plans and XLA's own resharding on JAX devices; read XLA's "
+                            "plan from its HLO; calibrate the simulator.")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub.required = True
+
+    c = sub.add_parser("compare", help="ours vs XLA (Shardy and GSPMD): correctness, time, memory",
+                       description="Run our plan and XLA's jit(identity, out_shardings=dst) under both "
+                                   "partitioners on the same input; check each output element by element "
+                                   "and measure it (warm-up, repeats, median/p10/p90, compiled temp bytes).")
+    _case_args(c)
+    _device_args(c)
+    c.add_argument("--planner", default="normal", help="our planner: normal (default), easy, search")
+    c.add_argument("--repeats", type=int, default=10, help="timed runs (default: %(default)s; at least 10)")
+    c.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: %(default)s)")
+    c.add_argument("--json", action="store_true", help="print one JSON document")
+
+    g = sub.add_parser("codegen", help="print the plan as standalone JAX source",
+                       description="Synthesize a plan and print it as a runnable JAX module "
+                                   "(jax.shard_map with lax collectives). Does not start JAX.")
+    _case_args(g, dtype=False)
+    g.add_argument("--planner", default="normal", help="normal (default), easy, search")
+    g.add_argument("--out", default=None, help="write the source to this file instead of stdout")
+    g.add_argument("--json", action="store_true", help="print {source, plan} as one JSON document")
+
+    x = sub.add_parser("xla-schedule", help="XLA's resharding as a simulator schedule (from its HLO)",
+                       description="Compile jax.jit(identity, out_shardings=dst) and read the compiled HLO "
+                                   "into the simulator's schedule format (python -m simulator run "
+                                   "--schedule FILE replays it).")
+    _case_args(x)
+    _device_args(x)
+    x.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    x.add_argument("--out", default=None, help="also write the schedule JSON to this file")
+    x.add_argument("--hlo", action="store_true", help="print the compiled HLO text as well")
+    x.add_argument("--json", action="store_true", help="print the schedule as one JSON document")
+
+    k = sub.add_parser("calibrate", help="fit a hardware profile to this backend and check it",
+                       description="Microbenchmark every collective kind x group size x message size, fit "
+                                   "the profile by least squares, write it (--out, JSON) and a report "
+                                   "next to it (*.report.json) with the held-out MAPE of whole plans.")
+    _device_args(k)
+    k.add_argument("--quick", action="store_true", help="small grid (well under 3 minutes)")
+    k.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
+    k.add_argument("--out", required=True, help="profile path, e.g. models/profiles/calibrated/cpu-8.json")
+    k.add_argument("--seed", type=int, default=0, help="seed of the training/held-out cases")
+    k.add_argument("--json", action="store_true", help="print the report summary as one JSON document")
+
+    r = sub.add_parser("report", help="ours vs XLA on seeded random cases: memory and time ratios",
+                       description="Run compare on --cases seeded random redistributions on 8 devices and "
+                                   "summarize temp memory (ours vs XLA) and time ratios (geomean, max) "
+                                   "against both partitioners, plus the calibration MAPE if a report exists.")
+    _device_args(r)
+    r.add_argument("--cases", type=int, default=30, help="number of cases (default: %(default)s)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--scale", type=int, default=64,
+                   help="array size multiplier: dims are devices x {1..4} x SCALE (default: %(default)s)")
+    r.add_argument("--repeats", type=int, default=10)
+    r.add_argument("--calibration", default="models/profiles/calibrated/cpu-8.report.json",
+                   help="calibration report to quote (default: %(default)s)")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    return p
+
+
+def _case(args):
+    from executor.compare import parse_case
+
+    return parse_case(args.mesh, args.src, args.dst, args.shape)
+
+
+def _compare(args):
+    from executor._jaxsetup import ensure_devices
+    from executor.compare import compare
+    from executor.fmt import fmt_bytes, fmt_time, table
+
+    if args.repeats < 10:
+        raise RedistributionError(f"--repeats {args.repeats}: the protocol needs at least 10 timed runs")
+    mesh, src, dst = _case(args)
+    devs = ensure_devices(args.devices)
+    res = compare(mesh, src, dst, itemsize=args.itemsize, dtype=args.dtype, planner=args.planner,
+                  warmup=args.warmup, repeats=args.repeats)
+    if args.json:
+        return res
+    print(f"mesh {mesh}: {src} -> {dst}  ({devs[0].platform}, {len(devs)} devices, median of "
+          f"{args.repeats} after {args.warmup} warm-up)")
+    rows = []
+    for k in ("ours", "xla_shardy", "xla_gspmd"):
+        r = res[k]
+        rows.append([k, "yes" if r["correct"] else "NO: " + r.get("error", ""), fmt_time(r.get("time_s")),
+                     f"{fmt_time(r.get('time_p10_s'))} .. {fmt_time(r.get('time_p90_s'))}",
+                     fmt_bytes(r["temp_bytes"]), fmt_bytes(r["temp_plus_output_bytes"]),
+                     "YES" if r["full_remat"] else "no", " ".join(r["collectives"]) or "-"])
+    print(table(rows, ["strategy", "correct", "time", "p10 .. p90", "temp", "temp+out", "full remat",
+                       "collectives"]))
+    print("our plan: " + (" ; ".join(res["ours"]["plan_steps"]) or "(no steps)"))
+    return None
+
+
+def _codegen(args):
+    from executor.codegen import generate_source
+    from executor.run import resolve_dtype
+    from synth.planners import synthesize
+
+    mesh, src, dst = _case(args)
+    _, itemsize = resolve_dtype(None, args.itemsize)
+    plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize)
+    src_text = generate_source(plan)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(src_text)
+    if args.json:
+        return {"source": src_text, "plan": plan.to_dict(), "out": args.out}
+    if not args.out:
+        sys.stdout.write(src_text)
+    else:
+        print(f"wrote {args.out}")
+    return None
+
+
+def _xla_schedule(args):
+    from executor._jaxsetup import ensure_devices
+    from executor.fmt import fmt_bytes, table
+    from executor.run import xla_reshard
+
+    mesh, src, dst = _case(args)
+    ensure_devices(args.devices)
+    r = xla_reshard(mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
+                    measure=False, strict=False)
+    sched = r.schedule
+    sched.meta.update({"src": str(src), "partitioner": args.partitioner, "correct": r.correct})
+    d = sched.to_dict()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(d, f, indent=2)
+    if args.json:
+        if args.hlo:
+            d = dict(d, hlo=r.hlo_text)
+        return d
+    print(f"XLA ({args.partitioner}) {src} -> {dst} on {mesh}: {len(sched.ops)} ops, "
+          f"full rematerialization: {'YES (' + sched.meta['full_remat_reason'] + ')' if r.full_remat else 'no'}")
+    rows = [[i, op.kind, fmt_bytes(op.in_bytes), fmt_bytes(op.out_bytes), fmt_bytes(op.recv_bytes),
+             (str([list(g) for g in op.groups[:4]]) + (" ..." if len(op.groups) > 4 else "")) if op.kind != "permute"
+             else str([list(p) for p in op.pairs[:6]]) + (" ..." if len(op.pairs) > 6 else ""), op.label]
+            for i, op in enumerate(sched.ops)]
+    print(table(rows, ["#", "kind", "in", "out", "recv", "groups / pairs", "HLO"]))
+    if args.hlo:
+        print(r.hlo_text)
+    if args.out:
+        print(f"wrote {args.out}")
+    return None
+
+
+def _progress():
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    bars = {}
+
+    def cb(stage, i, n, label):
+        if tqdm is None:
+            print(f"{stage} {i}/{n} {label}", file=sys.stderr)
+            return
+        if stage not in bars:
+            bars[stage] = tqdm(total=n, desc=stage, file=sys.stderr, leave=True)
+        b = bars[stage]
+        b.set_postfix_str(label[:50])
+        b.update(i - b.n)
+        if i == n:
+            b.close()
+
+    return cb
+
+
+def _calibrate(args):
+    from executor.calibrate import calibrate
+
+    rep = calibrate(args.out, devices=args.devices, quick=args.quick, tiny=args.tiny, seed=args.seed,
+                    progress=_progress())
+    summary = {k: rep[k] for k in ("profile", "report_path", "mode", "backend", "devices", "mape",
+                                   "median_ape", "mape_vs_p10", "mape_without_program_overhead",
+                                   "retest_mape", "n_heldout", "n_train_plans", "mape_by_strategy",
+                                   "worst", "wall_s") if k in rep}
+    summary["fit"] = {k: rep["fit"][k] for k in ("mape", "max_rel_err", "points")}
+    if args.json:
+        return summary
+    print(f"wrote {rep['profile']} and {rep['report_path']} ({rep['mode']} grid, {rep['backend']}, "
+          f"{rep['devices']} devices, {rep['wall_s']:.0f} s)")
+    print(f"fit: {rep['fit']['points']} points, MAPE {100 * rep['fit']['mape']:.1f}%")
+    print(f"held-out: {rep['n_heldout']} whole plans, MAPE {rep['mape']:.1f}% (median APE "
+          f"{rep['median_ape']:.1f}%); re-measuring the same plans differs by {rep.get('retest_mape', float('nan')):.1f}% "
+          f"(noise floor)")
+    for k, v in rep["mape_by_strategy"].items():
+        print(f"  {k:12s} MAPE {v:.1f}%")
+    print("worst:")
+    for w in rep["worst"]:
+        print(f"  {w['strategy']:12s} {w['mesh']} {w['src']} -> {w['dst']}: measured "
+              f"{w['measured_s'] * 1e6:.0f} us, predicted {w['predicted_s'] * 1e6:.0f} us ({w['abs_pct_err']:.0f}%)")
+    return None
+
+
+def _report(args):
+    from executor._jaxsetup import ensure_devices
+    from executor.report import report_cases
+
+    ensure_devices(args.devices)
+    rep = report_cases(args.cases, seed=args.seed, scale=args.scale, repeats=args.repeats,
+                       calibration=args.calibration, progress=_progress())
+    if args.json:
+        return rep
+    from executor.report import print_report
+
+    print_report(rep)
+    return None
+
+
+_COMMANDS = {"compare": _compare, "codegen": _codegen, "xla-schedule": _xla_schedule,
+             "calibrate": _calibrate, "report": _report}
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        out = _COMMANDS[args.cmd](args)
+    except RedistributionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if out is not None:
+        json.dump(out, sys.stdout, indent=2, default=_json_default)
+        sys.stdout.write("\n")
+    return 0
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)

@@ -1,0 +1,65 @@
+"""Ours vs XLA's two partitioners on one redistribution, with one measurement protocol."""
+
+from __future__ import annotations
+
+from synth.mesh import Mesh
+from synth.planners import synthesize
+from synth.types import ArrayType, parse_type
+
+STRATEGIES = ("ours", "xla_shardy", "xla_gspmd")
+
+
+def parse_case(mesh, src, dst, shape=None):
+    """``(Mesh, src type, dst type)`` from strings; ``P(...)`` forms take the shape from
+    ``shape`` or from the other type when it is canonical."""
+    from executor.errors import ExecutorError
+
+    mesh = Mesh.of(mesh)
+    if isinstance(shape, str):
+        try:
+            shape = tuple(int(s) for s in shape.replace("x", ",").split(",") if s.strip())
+        except ValueError:
+            raise ExecutorError(f"--shape {shape!r}: write sizes like 8,16,8") from None
+    if isinstance(src, str) and src.strip().startswith("[") and shape is None:
+        src = parse_type(src)
+    if isinstance(src, str):
+        if shape is None and isinstance(dst, str) and dst.strip().startswith("["):
+            shape = parse_type(dst).shape
+        src = parse_type(src, shape)
+    shape = src.shape
+    dst = parse_type(dst, shape) if isinstance(dst, str) else ArrayType.of(dst)
+    src.check(mesh, "source")
+    dst.check(mesh, "target")
+    if src.shape != dst.shape:
+        raise ExecutorError(f"source {src} and target {dst} have different global shapes")
+    return mesh, src, dst
+
+
+def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = None,
+            planner: str = "normal", warmup: int = 3, repeats: int = 10, seed: int = 0,
+            devices=None, keep=False) -> dict:
+    """Run and measure our plan and XLA's resharding under Shardy and GSPMD.
+
+    Returns ``{"ours": {...}, "xla_shardy": {...}, "xla_gspmd": {...}}``; each entry has
+    ``correct``, ``time_s`` (median), ``time_p10_s``, ``time_p90_s``, ``temp_bytes``,
+    ``temp_plus_output_bytes``, ``full_remat`` and ``collectives``. With ``keep`` the
+    :class:`executor.run.RunResult` objects come back too (under ``"_results"``)."""
+    from executor.run import make_input, resolve_dtype, run_plan, xla_reshard
+
+    mesh, src, dst = parse_case(mesh, src, dst)
+    dtype, itemsize = resolve_dtype(dtype, itemsize)
+    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    x = make_input(src, dtype, seed)
+    kw = dict(measure=True, warmup=warmup, repeats=repeats, devices=devices)
+    results = {
+        "ours": run_plan(plan, x, strict=False, **kw),
+        "xla_shardy": xla_reshard(mesh, src, dst, "shardy", x, strict=False, **kw),
+        "xla_gspmd": xla_reshard(mesh, src, dst, "gspmd", x, strict=False, **kw),
+    }
+    out = {k: r.to_dict() for k, r in results.items()}
+    out["ours"]["plan_steps"] = [str(c) if c.kind != "all_permute" else "AllPermute" for c in plan.steps]
+    out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
+    if keep:
+        out["_results"] = results
+        out["_plan"] = plan
+    return out
