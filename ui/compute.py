@@ -297,3 +297,47 @@ def build_sweep_report(path: str) -> str:
     """(Re)write ``report.html`` of a results folder; returns its path."""
     report = importlib.import_module("experiments.report")
     return report.build_report(path).html_path
+
+
+# -- calibration ---------------------------------------------------------------------------
+def calibrated_dir() -> str:
+    try:
+        return str(importlib.import_module("models.profiles").CALIBRATED_DIR)
+    except Exception:  # noqa: BLE001
+        from pathlib import Path
+
+        return str(Path(__file__).resolve().parents[1] / "models" / "profiles" / "calibrated")
+
+
+def calibrated_profiles(folder: str) -> list[str]:
+    """Calibrated profile files (``*.json`` that are not ``*.report.json``) in ``folder``."""
+    from pathlib import Path
+
+    d = Path(folder)
+    if not d.is_dir():
+        return []
+    return sorted(str(p) for p in d.glob("*.json") if not p.name.endswith(".report.json"))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _read_json(path: str, mtime: float) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path} is not valid JSON: {e}") from None
+
+
+def read_calibration(profile_path: str) -> tuple[dict, dict | None]:
+    """``(profile, report or None)`` for a calibrated profile file; the report is the
+    ``*.report.json`` written next to it by ``executor calibrate``."""
+    import os
+    from pathlib import Path
+
+    p = Path(profile_path)
+    if not p.is_file():
+        raise InputError(f"calibrated profile {profile_path} does not exist")
+    prof = _read_json(str(p), os.stat(p).st_mtime)
+    rp = p.with_name(p.stem + ".report.json")
+    rep = _read_json(str(rp), os.stat(rp).st_mtime) if rp.is_file() else None
+    return prof, rep

@@ -1,5 +1,151 @@
-"""calibration page (placeholder)."""
+"""Calibration page: how true the simulator's estimates are on a calibrated backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-st.title("Calibration")
-st.info("Not built yet.")
+from synth.errors import RedistributionError
+from ui import compute
+from ui.fmt import fmt_seconds
+
+_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
+
+
+def _value(v):
+    return v.get("value") if isinstance(v, dict) else v
+
+
+def _source(v):
+    return v.get("source", "") if isinstance(v, dict) else ""
+
+
+def _fmt_param(name: str, v) -> str:
+    if v is None:
+        return "-"
+    v = float(v)
+    if name.endswith("_s"):
+        return fmt_seconds(v)
+    if name.endswith("_Bps"):
+        return f"{v / 1e9:.3g} GB/s"
+    return f"{v:.4g}"
+
+
+def _scatter(groups: dict, title: str, x_label: str, y_label: str) -> go.Figure:
+    """``groups``: name -> (x seconds, y seconds, hover texts). Log-log with y = x."""
+    fig = go.Figure()
+    lo, hi = float("inf"), 0.0
+    for i, (name, (xs, ys, texts)) in enumerate(groups.items()):
+        if not xs:
+            continue
+        xs_us = [x * 1e6 for x in xs]
+        ys_us = [y * 1e6 for y in ys]
+        lo = min(lo, *xs_us, *ys_us)
+        hi = max(hi, *xs_us, *ys_us)
+        fig.add_scatter(x=xs_us, y=ys_us, mode="markers", name=name, text=texts,
+                        marker=dict(size=9, color=_PALETTE[i % len(_PALETTE)], opacity=0.8),
+                        hovertemplate="%{text}<br>measured %{x:.1f} us<br>predicted %{y:.1f} us<extra></extra>")
+    if hi > 0:
+        fig.add_scatter(x=[lo / 1.5, hi * 1.5], y=[lo / 1.5, hi * 1.5], mode="lines", name="predicted = measured",
+                        line=dict(dash="dash", color="#888"))
+    fig.update_layout(title=title, xaxis=dict(title=x_label, type="log"), yaxis=dict(title=y_label, type="log"),
+                      height=420, margin=dict(l=40, r=20, t=60, b=40))
+    return fig
+
+
+def _params_frame(prof: dict, rep: dict | None) -> pd.DataFrame:
+    rows = []
+    for name, v in (prof.get("params") or {}).items():
+        rows.append({"scope": "machine", "parameter": name, "value": _fmt_param(name, _value(v)),
+                     "source": _source(v)})
+    for kind, entry in (prof.get("collectives") or {}).items():
+        for name, v in entry.items():
+            rows.append({"scope": kind, "parameter": name, "value": _fmt_param(name, _value(v)),
+                         "source": _source(v)})
+    cal = prof.get("calibration") or {}
+    if "program_overhead_s" in cal:
+        rows.append({"scope": "program", "parameter": "program_overhead_s",
+                     "value": _fmt_param("program_overhead_s", cal["program_overhead_s"]),
+                     "source": cal.get("program_overhead_note", "")})
+    return pd.DataFrame(rows, columns=["scope", "parameter", "value", "source"])
+
+
+def main():
+    st.title("Calibration")
+    st.caption("The cost model fitted to microbenchmarks on a real JAX backend, and checked on "
+               "held-out whole redistributions (ours and XLA's) it was not fitted on.")
+    folder = st.text_input("Calibrated profiles folder", key="calib_dir",
+                           value=compute.calibrated_dir(),
+                           help="Where `python -m executor calibrate --out FOLDER/NAME.json` wrote "
+                                "NAME.json and NAME.report.json.")
+    files = compute.calibrated_profiles(folder)
+    if not files:
+        st.info(f"No calibrated profile in {folder} yet. Write one with "
+                "`python -m executor calibrate --quick --out models/profiles/calibrated/cpu-8.json` "
+                "(8 CPU devices; a few minutes).")
+        return
+    path = st.selectbox("Profile", files, key="calib_profile", format_func=lambda p: Path(p).stem)
+    try:
+        prof, rep = compute.read_calibration(path)
+    except RedistributionError as e:
+        st.error(str(e))
+        return
+    st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
+    if rep is None:
+        st.warning(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
+                   "fitted parameters are shown.")
+    else:
+        c = st.columns(5)
+        c[0].metric("held-out MAPE", f"{rep['mape']:.1f} %" if rep.get("mape") is not None else "-",
+                    help="Mean absolute percentage error of simulator predictions on held-out plans.")
+        c[1].metric("median APE", f"{rep['median_ape']:.1f} %" if rep.get("median_ape") is not None else "-")
+        fit = rep.get("fit") or {}
+        c[2].metric("fit MAPE", f"{100 * fit['mape']:.1f} %" if fit.get("mape") is not None else "-",
+                    help=f"On the {fit.get('points', '?')} points the parameters were fitted to.")
+        c[3].metric("held-out plans", rep.get("n_heldout", "-"))
+        c[4].metric("backend", f"{rep.get('backend', '?')} x{rep.get('devices', '?')}",
+                    help=f"jax {rep.get('jax_version', '?')}, {rep.get('mode', '?')} grid, host "
+                         f"{rep.get('host', '?')}")
+        held = rep.get("heldout") or []
+        groups = {}
+        for r in held:
+            g = groups.setdefault(r["strategy"], ([], [], []))
+            g[0].append(r["measured_s"])
+            g[1].append(r["predicted_s"])
+            g[2].append(f"{r['strategy']}: {r['mesh']} {r['src']} -> {r['dst']}<br>"
+                        f"error {r['abs_pct_err']:.1f} %")
+        st.plotly_chart(_scatter(groups, "Held-out whole plans: measured vs predicted",
+                                 "measured (us)", "predicted by the simulator (us)"), key="calib_heldout")
+        fitg = {}
+        for r in rep.get("microbenchmarks") or []:
+            if "fit_s" in r:
+                g = fitg.setdefault(f"micro {r['kind']}", ([], [], []))
+                g[0].append(r["time_s"])
+                g[1].append(r["fit_s"])
+                g[2].append(f"{r['kind']} group {r.get('group')} {r.get('bytes')} B/device")
+        for r in rep.get("train_plans") or []:
+            if "fit_s" in r:
+                g = fitg.setdefault("training plans", ([], [], []))
+                g[0].append(r["time_s"])
+                g[1].append(r["fit_s"])
+                g[2].append(f"{r['strategy']}: {r['mesh']} {r['src']} -> {r['dst']}")
+        if fitg:
+            st.plotly_chart(_scatter(fitg, "Fit: microbenchmarks and training plans",
+                                     "measured (us)", "fitted model (us)"), key="calib_fit")
+        by = rep.get("mape_by_strategy") or {}
+        if by:
+            st.subheader("Held-out error by strategy")
+            st.dataframe(pd.DataFrame({"strategy": list(by), "MAPE %": [round(v, 1) for v in by.values()]}),
+                         hide_index=True)
+        worst = rep.get("worst") or []
+        if worst:
+            with st.expander("Worst held-out predictions"):
+                st.dataframe(pd.DataFrame(worst), hide_index=True)
+    st.subheader("Fitted parameters")
+    st.dataframe(_params_frame(prof, rep), hide_index=True)
+
+
+main()
