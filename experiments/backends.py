@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -63,24 +64,51 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     mesh, src, dst = case.parsed()
     import executor
 
+    # XLA's CPU backend widens bfloat16/float16 collectives to float32 (it inserts a
+    # convert before the all-gather), which would double XLA's bytes against what a
+    # TPU or GPU moves. So the schedule is extracted for a 4-byte element type and
+    # its byte counts rescaled to the case's element size.
     fn = getattr(executor, "xla_schedule", None)
     if fn is not None:  # abstract lowering: no array is materialized
-        sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], itemsize=itemsize)
+        sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
     else:
         limit = 1 << 30
-        if case.array_bytes() // case.itemsize * itemsize > limit:
+        nbytes = src.num_elems() * EXTRACT_ITEMSIZE
+        if nbytes > limit:
             raise ExperimentError(
                 f"{planner}: the executor here has no abstract xla_schedule(), and materializing "
-                f"this {case.array_bytes() / 2**30:.1f} GiB array on the CPU backend is over the "
+                f"this {nbytes / 2**30:.1f} GiB float32 array on the CPU backend is over the "
                 f"{limit >> 30} GiB limit"
             )
         from executor.run import xla_reshard
 
-        sched = xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], itemsize=itemsize,
-                            dtype=_dtype_for(case, itemsize), measure=False).schedule
+        sched = xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE,
+                            measure=False).schedule
+    sched = rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE)
     # Name the redistribution so the lower bound is the same one our plans get.
-    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
+                       "extracted_dtype": EXTRACT_DTYPE})
     return sched
+
+
+EXTRACT_DTYPE, EXTRACT_ITEMSIZE = "float32", 4
+
+
+def rescale_schedule(s: Schedule, itemsize: int, extracted_itemsize: int) -> Schedule:
+    """``s`` with every byte count scaled from ``extracted_itemsize`` to ``itemsize``."""
+    if itemsize == extracted_itemsize:
+        return s
+
+    def sc(b):
+        return int(b) * itemsize // extracted_itemsize
+
+    ops = tuple(replace(o, in_bytes=sc(o.in_bytes), out_bytes=sc(o.out_bytes), send_bytes=sc(o.send_bytes),
+                        recv_bytes=sc(o.recv_bytes)) for o in s.ops)
+    meta = dict(s.meta)
+    for k in ("initial_bytes", "final_bytes", "peak_pair_bytes"):
+        if k in meta:
+            meta[k] = sc(meta[k])
+    return Schedule(s.num_devices, ops, s.name, meta)
 
 
 def _dtype_for(case: Case, itemsize: int) -> str:

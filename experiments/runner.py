@@ -317,7 +317,9 @@ def _drive(todo, n, opts, timeout_s, journal, bar, summary, done):
                     pool.replace(w)
                 if rows is None:
                     continue
-                rows = [r for r in rows if r["id"] in set(unit.ids)]
+                # Only rows this run still needs (with --retry-errors a unit may hold ok rows).
+                want = set(unit.ids) - set(done)
+                rows = [r for r in rows if r["id"] in want]
                 journal.append(rows)
                 for r in rows:
                     done[r["id"]] = r

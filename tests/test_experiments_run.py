@@ -1,0 +1,284 @@
+"""The runner end to end: the smoke config, resuming after a kill, error and timeout
+rows, the results tables, and the report built from them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.config import load_config, parse_config
+from experiments.case import ExperimentError
+from experiments.report import build_report
+from experiments.runner import read_journal
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "experiments" / "configs" / "smoke.yaml"
+
+
+def _cli(*args, timeout=600, **kw):
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)  # workers set their own device counts
+    return subprocess.run([sys.executable, "-m", "experiments", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _journal_lines(d: Path) -> list[dict]:
+    return [json.loads(x) for x in (d / "rows.jsonl").read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    r = _cli("run", SMOKE, "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    return out, json.loads(r.stdout)
+
+
+# -- the smoke config ----------------------------------------------------------------------
+def test_smoke_runs_end_to_end(smoke):
+    out, summary = smoke
+    cfg = load_config(SMOKE)
+    expected = {i for u in cfg.units() for i in u.ids}
+    lines = _journal_lines(out)
+    ids = [r["id"] for r in lines]
+    assert len(ids) == len(set(ids)) == len(expected) == summary["rows_written"]
+    assert set(ids) == expected
+    bad = [(r["case"], r["planner"], r["error"]) for r in lines if r["status"] != "ok"]
+    assert not bad
+    df = pd.read_parquet(out / "results.parquet")
+    csv = pd.read_csv(out / "results.csv")
+    assert len(df) == len(csv) == len(expected)
+    assert set(df["planner"]) == {"easy", "normal", "xla-shardy", "xla-gspmd"}
+    assert set(df["machine"]) == {"tpu-v4", "dgx-h100"}
+    assert set(df["bandwidth_scale"]) == {1.0, 2.0}
+
+
+def test_smoke_rows_mean_what_they_say(smoke):
+    out, _ = smoke
+    df = pd.read_parquet(out / "results.parquet")
+    ok = df[df["status"] == "ok"]
+    # Our plans keep the memory bound; every strategy is at least the lower bound.
+    ours = ok[ok["planner"] == "normal"]
+    assert (ours["max_shard_bytes"] <= ours["bound_bytes"]).all()
+    assert (ok["time_s"] >= ok["lower_bound_s"] * (1 - 1e-9)).all()
+    assert (ok["recv_bytes_max_device"] >= ok["recv_lower_bound_bytes"]).all()
+    # Twice the bandwidth never makes a schedule slower.
+    key = ["case", "machine", "planner"]
+    a = ok[ok["bandwidth_scale"] == 1.0].set_index(key)["time_s"]
+    b = ok[ok["bandwidth_scale"] == 2.0].set_index(key)["time_s"]
+    assert (b <= a.loc[b.index] * (1 + 1e-9)).all()
+    # The easy plan gathers the whole array on the way.
+    easy = ok[ok["planner"] == "easy"]
+    assert (easy["max_shard_bytes"] == easy["array_bytes"]).all()
+    # XLA rows carry its full-remat verdict; ours do not.
+    xla = ok[ok["planner"].str.startswith("xla")]
+    assert xla["full_remat"].notna().all()
+    # The issue's 4x2 case: XLA's schedule goes above max(src, dst), ours does not.
+    j = ok[(ok["case"] == "jax-21562-4x2") & ok["baseline"]]
+    assert (j[j["planner"].str.startswith("xla")]["max_shard_over_bound"] > 1).all()
+    assert (j[j["planner"] == "normal"]["max_shard_over_bound"] <= 1).all()
+
+
+def test_rerun_skips_everything(smoke, tmp_path):
+    out, summary = smoke
+    before = (out / "rows.jsonl").read_text()
+    r = _cli("run", SMOKE, "--out", out, "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["units_run"] == 0 and s["units_skipped"] == summary["units_total"]
+    assert (out / "rows.jsonl").read_text() == before
+
+
+def test_report_html_and_summary(smoke, tmp_path):
+    out, _ = smoke
+    html = tmp_path / "r.html"
+    rep = build_report(out, html_path=html)
+    text = html.read_text()
+    assert "plotly" in text.lower() and len(text) > 1_000_000  # plotly.js is inlined
+    for title in ("Speedup of normal over each XLA partitioner", "relative to max(src shard, dst shard)",
+                  "over the lower bound", "What-if: geomean speedup as bandwidth_scale varies"):
+        assert title in text, title
+    vs = {s["vs"]: s for s in rep.summary}
+    assert {"xla-shardy", "xla-gspmd", "easy"} <= set(vs)
+    df = pd.read_parquet(out / "results.parquet")
+    # The summary's numbers are the geomean / max of the paired baseline rows.
+    b = df[(df["status"] == "ok") & df["baseline"]]
+    key = ["case", "machine"]
+    ours = b[b["planner"] == "normal"].set_index(key)["time_s"]
+    for p in ("xla-shardy", "xla-gspmd"):
+        other = b[b["planner"] == p].set_index(key)["time_s"]
+        sp = (other / ours.loc[other.index]).to_numpy()
+        assert vs[p]["cases"] == len(sp)
+        assert vs[p]["geomean_speedup"] == pytest.approx(float(np.exp(np.log(sp).mean())))
+        assert vs[p]["max_speedup"] == pytest.approx(sp.max())
+        assert vs[p]["min_speedup"] == pytest.approx(sp.min())
+        xb = b[b["planner"] == p]
+        assert vs[p]["other_over_bound_share"] == pytest.approx(
+            float((xb["max_shard_bytes"] > xb["bound_bytes"]).mean()))
+        assert vs[p]["ours_over_bound_share"] == 0.0
+    md = rep.markdown()
+    assert md.splitlines()[0].startswith("| normal vs | machine | cases | geomean speedup")
+    assert "| xla-shardy | all |" in md
+
+
+def test_report_cli_forms(smoke, tmp_path):
+    out, _ = smoke
+    r = _cli("report", out, "--json", "--html", tmp_path / "x.html")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {s["vs"] for s in d["summary"]} >= {"xla-shardy", "xla-gspmd"}
+    r = _cli("report", out, "--markdown", "--html", tmp_path / "y.html")
+    assert r.returncode == 0 and r.stdout.startswith("| normal vs |")
+    r = _cli("report", out, "--html", tmp_path / "z.html")
+    assert r.returncode == 0 and "geo speedup" in r.stdout and "HTML report:" in r.stdout
+
+
+# -- resumability, errors, timeouts ----------------------------------------------------------------
+FAST = """
+name: fast
+suites:
+  - random: {count: 12, seed: 5, max_devices: 16}
+machines: [tpu-v4]
+planners: [easy, normal]
+runner: {workers: 2, timeout_s: 60, unit_delay_s: 0.4, simulator: analytic}
+"""
+
+
+def test_killed_run_resumes_without_losing_or_duplicating_rows(tmp_path):
+    cfg_path = tmp_path / "fast.yaml"
+    cfg_path.write_text(FAST)
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    p = subprocess.Popen([sys.executable, "-m", "experiments", "run", str(cfg_path), "--out", str(out),
+                          "--no-progress"], cwd=ROOT, env=env, start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    expected = {i for u in load_config(cfg_path).units() for i in u.ids}
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            j = out / "rows.jsonl"
+            if j.exists() and len(j.read_text().splitlines()) >= 5:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run wrote no rows in 120 s")
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    partial = read_journal(out)
+    assert 5 <= len(partial) < len(expected)
+    r = _cli("run", cfg_path, "--out", out, "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["units_skipped"] > 0 and s["units_run"] > 0
+    lines = _journal_lines(out)
+    ids = [x["id"] for x in lines]
+    assert len(ids) == len(set(ids)), "a row was written twice"
+    assert set(ids) == expected, "rows are missing"
+    assert all(x["status"] == "ok" for x in lines)
+    assert len(pd.read_csv(out / "results.csv")) == len(expected)
+
+
+BAD = """
+name: bad
+suites:
+  - xla-issues: {names: [jax-21562-4x2]}
+cases:
+  - {name: indivisible, mesh: "x=4", src: "[6{x}, 8]", dst: "[6, 8]", dtype: float32}
+  - {name: fine, mesh: "x=4", src: "[8{x}, 8]", dst: "[8, 8{x}]", dtype: float32}
+machines: [tpu-v4, no-such-machine]
+planners: [normal]
+runner: {workers: 1, timeout_s: 60, simulator: analytic}
+"""
+
+
+def test_bad_case_and_bad_machine_give_error_rows_and_the_run_goes_on(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(BAD)
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    rows = {(x["case"], x["machine"]): x for x in _journal_lines(tmp_path / "o")}
+    assert len(rows) == 6
+    assert rows[("indivisible", "tpu-v4")]["status"] == "error"
+    assert "not divisible" in rows[("indivisible", "tpu-v4")]["error"]
+    assert rows[("fine", "tpu-v4")]["status"] == "ok"
+    assert rows[("jax-21562-4x2", "tpu-v4")]["status"] == "ok"
+    assert rows[("fine", "no-such-machine")]["status"] == "error"
+    assert "no-such-machine" in rows[("fine", "no-such-machine")]["error"]
+    s = json.loads(r.stdout)
+    assert s["rows_ok"] == 2 and s["rows_error"] == 4
+    # The report still builds, listing the errors.
+    rep = build_report(tmp_path / "o", html_path=tmp_path / "o" / "r.html")
+    assert rep.status_counts == {"ok": 2, "error": 4}
+    assert "not divisible" in (tmp_path / "o" / "r.html").read_text()
+    # --retry-errors reruns only the failed rows (they fail again, the same way).
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress", "--retry-errors")
+    s = json.loads(r.stdout)
+    assert s["rows_written"] == 4 and s["rows_error"] == 4
+    assert len(read_journal(tmp_path / "o")) == 6
+
+
+def test_timeout_gives_timeout_rows_and_the_run_goes_on(tmp_path):
+    cfg = tmp_path / "slow.yaml"
+    cfg.write_text("""
+name: slow
+cases:
+  - {name: a, mesh: "x=4", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+  - {name: b, mesh: "x=2", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+machines: [tpu-v4]
+planners: [easy, normal]
+runner: {workers: 2, timeout_s: 0.5, unit_delay_s: 3, simulator: analytic}
+""")
+    t0 = time.monotonic()
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 60
+    rows = _journal_lines(tmp_path / "o")
+    assert len(rows) == 4 and all(x["status"] == "timeout" for x in rows)
+    assert "timed out after 0.5 s" in rows[0]["error"]
+
+
+# -- config and CLI errors ---------------------------------------------------------------------
+@pytest.mark.parametrize("text, match", [
+    ("suites: [transformer]\nplanners: [fast]", "unknown planner"),
+    ("suites: [nope]", "unknown suite"),
+    ("suites: [transformer]\nwhatif: {bandwidth_scale: [0]}", "positive"),
+    ("suites: [transformer]\nspeed: 3", "unknown key"),
+    ("machines: [tpu-v4]", "no cases"),
+    ("- a\n- b", "top level"),
+    ("suites: [transformer]\nrunner: {workers: 0}", "workers"),
+    ("suites: [transformer]\nrunner: {simulator: magic}", "simulator"),
+])
+def test_config_errors_name_the_problem(tmp_path, text, match):
+    import yaml
+
+    with pytest.raises(ExperimentError, match=match):
+        parse_config(yaml.safe_load(text), "c.yaml")
+
+
+def test_cli_errors_exit_2_without_traceback(tmp_path):
+    r = _cli("run", tmp_path / "missing.yaml", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("report", tmp_path)
+    assert r.returncode == 2 and "no rows" in r.stderr
+    r = _cli("run")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = _cli("--help")
+    assert r.returncode == 0 and "run" in r.stdout and "report" in r.stdout
+
+
+def test_suites_cli_lists_cases():
+    r = _cli("suites", "--suite", "xla-issues", "--json")
+    assert r.returncode == 0
+    d = json.loads(r.stdout)
+    assert any(c["name"] == "jax-21562-4x2" for c in d["xla-issues"])
