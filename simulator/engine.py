@@ -107,16 +107,18 @@ class _OpSim:
         return ch.arrive(i, prev_tail)
 
     def send(self, route, size, done):
-        """Generator: inject ``size`` bytes along ``route`` chunk by chunk; ``done()``
-        is called when the last chunk has fully arrived."""
+        """Generator: inject ``size`` bytes along ``route`` chunk by chunk at the first
+        link's line rate (chunks queue FIFO where links are busy); ``done()`` is
+        called when the last chunk has fully arrived."""
         env = self.env
         k = self.nchunks(size)
         c = size / k
+        gap = c / self.bw[route[0]]
         for j in range(k):
-            tail = self._enter(route, 0, c, None, done if j == k - 1 else None)
-            if j + 1 < k and tail > env.now:
+            self._enter(route, 0, c, None, done if j == k - 1 else None)
+            if j + 1 < k:
                 self.events += 1
-                yield env.timeout(tail - env.now)
+                yield env.timeout(gap)
 
     # -- units --------------------------------------------------------------------------
     def start_unit(self, cls: int, ui: int, u):
