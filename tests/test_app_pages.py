@@ -1,0 +1,287 @@
+"""AppTest checks of the Simulate, Compare, Calibration and Sweeps pages.
+
+Figures shown are compared with direct calls to the packages (not with fixed
+numbers); every plan a page shows is also run through the interpreter and checked
+element by element.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import synth  # noqa: E402
+from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
+from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+DEFAULT = ("data=16,model=4", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]")
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _app(page: str | None = None, **scenario) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    if scenario:
+        _set(at, **scenario)
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def _ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def _shrunk(plan: synth.Plan) -> synth.Plan:
+    """The same steps on a small array: every dim that is a multiple of the device count
+    becomes the device count (every product of mesh axes still divides it, so every
+    step's type stays valid); other dims keep their size."""
+    n = plan.mesh.size
+
+    def shrink(t):
+        return synth.ArrayType(tuple(synth.Dim(n if d.size % n == 0 else d.size, d.axes)
+                                     for d in t.dims))
+
+    steps = [synth.AllPermute(shrink(c.target)) if c.kind == "all_permute" else c for c in plan.steps]
+    small = synth.Plan.build(plan.mesh, shrink(plan.src), shrink(plan.dst), steps)
+    assert [c.kind for c in small.steps] == [c.kind for c in plan.steps]
+    return small
+
+
+# -- Simulate ---------------------------------------------------------------------------
+def test_simulate_default_matches_the_simulator():
+    import simulator
+
+    at = _app("ui/pages/simulate.py")
+    _ok(at)
+    plan = synth.synthesize(*DEFAULT, itemsize=2)
+    check_moves_exactly(_shrunk(plan))
+    res = simulator.simulate_plan(plan, "tpu-v4:4x4x4")
+    m = _metrics(at)
+    assert m["simulated time"] == fmt_seconds(res.time_s)
+    assert m["lower bound"] == fmt_seconds(res.lower_bound_s)
+    assert m["peak memory (max device)"] == fmt_bytes(res.peak_bytes_max_device)
+    keys = {c.proto.id for c in at.get("plotly_chart")}
+    assert len(keys) == 3
+    ops = at.dataframe[0].value
+    assert list(ops["kind"]) == [o["kind"] for o in res.ops]
+
+
+def test_simulate_follows_scenario_and_placement():
+    import simulator
+
+    at = _app("ui/pages/simulate.py", **SMALL)
+    _ok(at)
+    plan = synth.synthesize("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]", itemsize=2)
+    check_moves_exactly(plan)
+    res = simulator.simulate_plan(plan, "tpu-v4:2x2x2")
+    assert _metrics(at)["simulated time"] == fmt_seconds(res.time_s)
+
+    at.text_input(key="sim_placement").set_value("x=Z,y=X*Y").run()
+    _ok(at)
+    res2 = simulator.simulate_plan(plan, "tpu-v4:2x2x2", placement="x=Z,y=X*Y")
+    assert _metrics(at)["simulated time"] == fmt_seconds(res2.time_s)
+    assert "x=Z,y=X*Y" in " ".join(md.value for md in at.markdown)
+
+    at.text_input(key="sim_placement").set_value("x=X").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "x=X" in at.error[0].value
+
+
+# -- Compare ----------------------------------------------------------------------------
+def _table(at, i=0) -> dict:
+    df = at.dataframe[i].value
+    return {r["strategy"]: r for r in df.to_dict("records")}
+
+
+def test_compare_default_simulates_every_planner():
+    import simulator
+
+    at = _app("ui/pages/compare.py")
+    _ok(at)
+    rows = _table(at)
+    assert set(rows) == {"ours (normal)"} | {p for p in synth.PLANNERS if p != "normal"}
+    for name in rows:
+        planner = "normal" if name.startswith("ours") else name
+        plan = synth.synthesize(*DEFAULT, planner=planner, itemsize=2)
+        check_moves_exactly(_shrunk(plan))
+        res = simulator.simulate_plan(plan, "tpu-v4:4x4x4")
+        assert rows[name]["simulated time"] == fmt_seconds(res.time_s)
+        assert rows[name]["peak memory per device"] == fmt_bytes(res.peak_bytes_max_device)
+    assert len(at.button) >= 2  # XLA and measure buttons, nothing run yet
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_compare_whatif_bandwidth_and_mesh():
+    import models
+    import simulator
+
+    at = _app("ui/pages/compare.py")
+    at.select_slider(key="cmp_bw_scale").set_value(4.0).run()
+    _ok(at)
+    plan = synth.synthesize(*DEFAULT, itemsize=2)
+    fast = models.load_profile("tpu-v4:4x4x4").with_scale(bandwidth_scale=4.0)
+    res = simulator.simulate_plan(plan, fast)
+    assert _table(at)["ours (normal)"]["simulated time"] == fmt_seconds(res.time_s)
+
+    at.selectbox(key="cmp_mesh").set_value("data=8,model=8").run()
+    _ok(at)
+    plan8 = synth.synthesize("data=8,model=8", DEFAULT[1], DEFAULT[2], itemsize=2)
+    check_moves_exactly(_shrunk(plan8))
+    res8 = simulator.simulate_plan(plan8, fast)
+    row = _table(at)["ours (normal)"]
+    assert row["collectives"] == plan8.num_collectives
+    assert row["simulated time"] == fmt_seconds(res8.time_s)
+    assert row["time / lower bound"] == fmt_ratio(res8.time_s / res8.lower_bound_s)
+
+
+def test_compare_xla_and_local_measurement_on_8_devices():
+    at = _app("ui/pages/compare.py", **SMALL)
+    _ok(at)
+    plan = synth.synthesize("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]", itemsize=2)
+    check_moves_exactly(plan)
+    at.button(key="cmp_xla_button").click().run()
+    _ok(at)
+    rows = _table(at)
+    assert {"xla shardy", "xla gspmd"} <= set(rows)
+    for part in ("shardy", "gspmd"):
+        assert rows[f"xla {part}"]["full rematerialization"] in ("True", "False")
+        assert rows[f"xla {part}"]["collectives"] >= 1
+    at.button(key="cmp_measure_button").click().run()
+    _ok(at)
+    measured = _table(at, 1)
+    assert set(measured) == {"ours", "xla_shardy", "xla_gspmd"}
+    assert all(r["correct"] is True or r["correct"] == "True" for r in measured.values())
+
+
+def test_compare_bad_placement_is_an_error():
+    at = _app("ui/pages/compare.py")
+    at.text_input(key="cmp_placement").set_value("data=Q").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "data=Q" in at.error[0].value
+
+
+# -- Calibration -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """A real (tiny) calibration on 8 CPU devices, written by the executor."""
+    out = tmp_path_factory.mktemp("calib") / "cpu-8.json"
+    code = ("from executor.calibrate import calibrate; "
+            f"calibrate({str(out)!r}, devices=8, tiny=True)")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=600,
+                   capture_output=True)
+    return out
+
+
+def test_calibration_without_profiles_says_how_to_make_one(tmp_path):
+    at = _app("ui/pages/calibration.py")
+    at.text_input(key="calib_dir").set_value(str(tmp_path)).run()
+    _ok(at)
+    assert any("executor calibrate" in i.value for i in at.info)
+
+
+def test_calibration_shows_report_and_parameters(calibrated):
+    at = _app("ui/pages/calibration.py")
+    at.text_input(key="calib_dir").set_value(str(calibrated.parent)).run()
+    _ok(at)
+    rep = json.loads(calibrated.with_name("cpu-8.report.json").read_text())
+    prof = json.loads(calibrated.read_text())
+    m = _metrics(at)
+    assert m["held-out MAPE"] == f"{rep['mape']:.1f} %"
+    assert m["held-out plans"] == str(rep["n_heldout"])
+    assert len(at.get("plotly_chart")) == 2
+    params = at.dataframe[-1].value
+    assert set(params["scope"]) >= {"machine"} | set(prof["collectives"])
+    assert all(params["source"].str.len() > 0)
+
+
+def test_calibration_bad_file_is_an_error(tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    at = _app("ui/pages/calibration.py")
+    at.text_input(key="calib_dir").set_value(str(tmp_path)).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "not valid JSON" in at.error[0].value
+
+
+# -- Sweeps -------------------------------------------------------------------------------
+TINY = """\
+name: app-tiny
+description: two transformer cases, two planners, one what-if knob
+suites:
+  - transformer:
+      names: [megatron-sp-to-tp-8, tp8-to-tp4-fsdp2-8]
+machines: [tpu-v4]
+planners: [easy, normal]
+whatif:
+  bandwidth_scale: [1.0, 2.0]
+runner:
+  workers: 1
+  timeout_s: 120
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "tiny.yaml").write_text(TINY)
+    subprocess.run([sys.executable, "-m", "experiments", "run", str(d / "tiny.yaml"), "--out",
+                    str(d / "out"), "--no-progress", "--json"], cwd=ROOT, check=True, timeout=600,
+                   capture_output=True)
+    return d / "out"
+
+
+def test_sweeps_browse_filter_and_report(results):
+    rows = [json.loads(line) for line in (results / "rows.jsonl").read_text().splitlines() if line]
+    at = _app("ui/pages/sweeps.py")
+    _ok(at)
+    at.text_input(key="sweeps_dir").set_value(str(results)).run()
+    _ok(at)
+    m = _metrics(at)
+    assert m["rows"] == str(len(rows))
+    assert m["ok"] == str(sum(r["status"] == "ok" for r in rows))
+    assert m["cases"] == str(len({r["case"] for r in rows}))
+    assert len(at.get("plotly_chart")) == 3
+    assert len(at.dataframe[0].value) == len(rows)
+    at.multiselect(key="sweeps_planner").set_value(["normal"]).run()
+    _ok(at)
+    assert len(at.dataframe[0].value) == sum(r["planner"] == "normal" for r in rows)
+    # Every plan of the sweep that the page lists is exact.
+    for r in rows:
+        if r["planner"] in synth.PLANNERS:
+            plan = synth.synthesize(r["mesh"], r["src"], r["dst"], r["planner"], r["itemsize"])
+            check_moves_exactly(_shrunk(plan))
+    at.button(key="sweeps_build_report").click().run()
+    _ok(at)
+    assert (results / "report.html").stat().st_size > 1000
+    assert at.download_button(key="sweeps_download_report").label == "Download report.html"
+
+
+def test_sweeps_bad_folder_is_an_error(tmp_path):
+    at = _app("ui/pages/sweeps.py")
+    at.text_input(key="sweeps_dir").set_value(str(tmp_path / "nope")).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "not a results folder" in at.error[0].value
