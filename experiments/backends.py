@@ -69,22 +69,10 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     # TPU or GPU moves. So the schedule is extracted for a 4-byte element type and
     # its byte counts rescaled to the case's element size.
     fn = getattr(executor, "xla_schedule", None)
-    if fn is not None:  # abstract lowering: no array is materialized
-        sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
-    else:
-        limit = 1 << 30
-        nbytes = src.num_elems() * EXTRACT_ITEMSIZE
-        if nbytes > limit:
-            raise ExperimentError(
-                f"{planner}: the executor here has no abstract xla_schedule(), and materializing "
-                f"this {nbytes / 2**30:.1f} GiB float32 array on the CPU backend is over the "
-                f"{limit >> 30} GiB limit"
-            )
-        from executor.run import xla_reshard
-
-        sched = xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE,
-                            measure=False).schedule
-    sched = rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE)
+    if fn is None:  # until the executor offers a compile-only extraction
+        from experiments.xla_extract import xla_schedule_abstract as fn
+    sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
+    sched = slices_as_slices(rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE))
     # Name the redistribution so the lower bound is the same one our plans get.
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
                        "extracted_dtype": EXTRACT_DTYPE})
@@ -94,13 +82,25 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
 EXTRACT_DTYPE, EXTRACT_ITEMSIZE = "float32", 4
 
 
-def rescale_schedule(s: Schedule, itemsize: int, extracted_itemsize: int) -> Schedule:
-    """``s`` with every byte count scaled from ``extracted_itemsize`` to ``itemsize``."""
-    if itemsize == extracted_itemsize:
+def slices_as_slices(s: Schedule) -> Schedule:
+    """Local ``copy`` ops that output less than their operand are slices (XLA's slice
+    and dynamic-slice fusions): cost them as ``dyn_slice`` (read and write the output),
+    not as reading the whole operand, as our own plans' slices are costed. Buffers
+    (``in_bytes``/``out_bytes``, hence memory) are unchanged."""
+    ops, n = [], 0
+    for o in s.ops:
+        if o.kind == "copy" and o.out_bytes < o.in_bytes:
+            o = replace(o, kind="dyn_slice")
+            n += 1
+        ops.append(o)
+    if not n:
         return s
+    return Schedule(s.num_devices, tuple(ops), s.name, dict(s.meta, slices_from_copies=n))
 
-    def sc(b):
-        return int(b) * itemsize // extracted_itemsize
+
+def _scale_bytes(s: Schedule, num: int, den: int) -> Schedule:
+    def sc(v):
+        return int(v) * num // den
 
     ops = tuple(replace(o, in_bytes=sc(o.in_bytes), out_bytes=sc(o.out_bytes), send_bytes=sc(o.send_bytes),
                         recv_bytes=sc(o.recv_bytes)) for o in s.ops)
@@ -109,6 +109,11 @@ def rescale_schedule(s: Schedule, itemsize: int, extracted_itemsize: int) -> Sch
         if k in meta:
             meta[k] = sc(meta[k])
     return Schedule(s.num_devices, ops, s.name, meta)
+
+
+def rescale_schedule(s: Schedule, itemsize: int, extracted_itemsize: int) -> Schedule:
+    """``s`` with every byte count scaled from ``extracted_itemsize`` to ``itemsize``."""
+    return s if itemsize == extracted_itemsize else _scale_bytes(s, itemsize, extracted_itemsize)
 
 
 def _dtype_for(case: Case, itemsize: int) -> str:
