@@ -205,46 +205,70 @@ def simulation_figures(plan: synth.Plan, sc: Scenario, placement: str = "",
                                       float(latency_scale))
 
 
-# -- XLA and local measurements (subprocess) ------------------------------------------------
+# -- XLA and local measurements (subprocess: python -m executor ...) ------------------------
 class WorkerError(RedistributionError):
     """The executor subprocess failed (its message is shown on the page)."""
 
 
-def _run_worker(args: list[str], timeout_s: int) -> dict:
+def _executor_cmd(sub: str, mesh_text: str, src: str, dst: str, dtype: str, *extra: str) -> list[str]:
+    import sys
+
+    n = synth.Mesh.parse(mesh_text).size
+    return [sys.executable, "-m", "executor", sub, "--mesh", mesh_text, "--src", src, "--dst", dst,
+            "--dtype", dtype, "--devices", str(n), *extra, "--json"]
+
+
+def _run_executor(cmds: list[list[str]], timeout_s: int) -> list[dict]:
+    """Run executor CLI commands in parallel; each prints one JSON document. JAX's CPU
+    device count is fixed when its backend starts, so each gets a fresh interpreter
+    with ``--devices`` set (the Streamlit process never imports jax)."""
     import os
     import subprocess
-    import sys
     from pathlib import Path
 
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")
     root = Path(__file__).resolve().parents[1]
+    procs = [subprocess.Popen(c, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for c in cmds]
+    outs = []
     try:
-        p = subprocess.run([sys.executable, "-m", "ui.xla_worker", *args], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise WorkerError(f"the executor run took longer than {timeout_s} s and was stopped; "
-                          "try a smaller array or mesh") from None
-    if p.returncode != 0:
-        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
-        msg = lines[-1] if lines else f"exit status {p.returncode}"
-        raise WorkerError(f"executor subprocess failed: {msg.removeprefix('error: ')}")
-    return json.loads(p.stdout)
+        for c, p in zip(cmds, procs):
+            try:
+                so, se = p.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise WorkerError(f"`python -m executor {c[3]}` took longer than {timeout_s} s and was "
+                                  "stopped; try a smaller array or mesh") from None
+            if p.returncode != 0:
+                lines = [ln for ln in se.strip().splitlines() if ln.strip()]
+                msg = lines[-1] if lines else f"exit status {p.returncode}"
+                raise WorkerError(f"python -m executor {c[3]}: {msg.removeprefix('error: ')}")
+            outs.append(json.loads(so))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return outs
 
 
-@st.cache_data(show_spinner=False, max_entries=32, persist=False)
+@st.cache_data(show_spinner=False, max_entries=32)
 def xla_schedules(mesh_text: str, src: str, dst: str, dtype: str) -> dict:
-    """XLA's compiled resharding under Shardy and GSPMD as schedules (JAX compile with
-    the mesh's device count, in a subprocess). ``{partitioner: {schedule, full_remat, ...}}``."""
-    return _run_worker(["schedules", "--mesh", mesh_text, "--src", src, "--dst", dst,
-                        "--dtype", dtype], timeout_s=900)
+    """XLA's compiled resharding under Shardy and GSPMD, read from its HLO as schedules
+    (``python -m executor xla-schedule``). ``{partitioner: {schedule, full_remat, correct}}``."""
+    parts = ("shardy", "gspmd")
+    outs = _run_executor([_executor_cmd("xla-schedule", mesh_text, src, dst, dtype, "--partitioner", p)
+                          for p in parts], timeout_s=900)
+    return {p: {"schedule": d, "full_remat": bool(d.get("meta", {}).get("full_remat")),
+                "correct": d.get("meta", {}).get("correct")} for p, d in zip(parts, outs)}
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def measure_local(mesh_text: str, src: str, dst: str, dtype: str, planner: str) -> dict:
-    """Ours vs both XLA partitioners, run and timed on the local JAX backend (subprocess)."""
-    return _run_worker(["measure", "--mesh", mesh_text, "--src", src, "--dst", dst, "--dtype", dtype,
-                        "--planner", planner], timeout_s=900)
+    """Ours vs both XLA partitioners, run, checked and timed on the local JAX backend
+    (``python -m executor compare``)."""
+    return _run_executor([_executor_cmd("compare", mesh_text, src, dst, dtype, "--planner", planner)],
+                         timeout_s=900)[0]
 
 
 def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict:

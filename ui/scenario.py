@@ -24,7 +24,6 @@ DTYPES = {
     "bfloat16": 2,
     "float32": 4,
     "float16": 2,
-    "float8_e4m3fn": 1,
     "int8": 1,
     "int32": 4,
     "float64": 8,
