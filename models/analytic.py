@@ -72,14 +72,16 @@ def _link_params(machine, topo, kind):
     return bw, lat
 
 
-def op_time_s(op, machine, chips=None) -> float:
-    """Topology-aware analytic time of one schedule op (see the module docstring)."""
+def op_time_s(op, machine, chips=None, units=None) -> float:
+    """Topology-aware analytic time of one schedule op (see the module docstring).
+    ``units`` may pass an already computed :func:`models.algorithms.expand`."""
     alpha = machine.alpha_s(op.kind)
     if op.kind in ("dyn_slice", "copy"):
         return alpha + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
     topo = machine.topology
     chips = chips if chips is not None else range(machine.num_devices)
-    units = expand(op, topo, chips, machine.algorithm(op.kind))
+    if units is None:
+        units = expand(op, topo, chips, machine.algorithm(op.kind))
     if not units:
         return alpha
     bw, lat = _link_params(machine, topo, op.kind)
@@ -141,7 +143,15 @@ def lower_bound_s(machine, need_bytes, chips=None) -> float:
     need = np.asarray(need_bytes, dtype=float)
     chips = list(chips) if chips is not None else list(range(len(need)))
     bw = in_bandwidth_per_device(machine, chips)
-    return float((need / bw).max()) if len(need) else 0.0
+    return _max_ratio(need, bw)
+
+
+def _max_ratio(need, bw) -> float:
+    """``max(need / bw)`` with 0 where nothing is needed (a lone device has no links)."""
+    if not len(need):
+        return 0.0
+    t = np.divide(need, bw, out=np.zeros(len(need)), where=need > 0)
+    return float(t.max())
 
 
 def schedule_lower_bound(schedule, machine, chips=None) -> tuple[float, str]:
@@ -173,7 +183,7 @@ def schedule_lower_bound(schedule, machine, chips=None) -> tuple[float, str]:
             for g in op.groups:
                 if len(g) > 1:
                     recv[list(g)] = op.recv_bytes
-        total += float((recv / bw).max()) if len(recv) else 0.0
+        total += _max_ratio(recv, bw)
     return total, "schedule"
 
 

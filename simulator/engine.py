@@ -30,6 +30,7 @@ Model (see docs/simulator.md for the reasoning):
 from __future__ import annotations
 
 import math
+import os
 import time as _time
 
 import numpy as np
@@ -164,10 +165,26 @@ class _OpSim:
 
 
 def _participants(op, num_devices):
-    if op.kind == "permute":
+    """Devices that allocate the op's output: all of them for a permute (SPMD) and
+    for an op that names no groups; otherwise the members of its groups."""
+    if op.kind == "permute" or not op.groups:
         return np.arange(num_devices)
     ids = sorted({d for g in op.groups for d in g})
     return np.array(ids, dtype=np.int64)
+
+
+def _as_schedule(schedule):
+    from synth import Schedule
+
+    if isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, dict):
+        return Schedule.from_dict(schedule)
+    if isinstance(schedule, (str, os.PathLike)):
+        return Schedule.load(schedule)
+    if hasattr(schedule, "to_schedule"):
+        return schedule.to_schedule()
+    raise SimulationError(f"simulate: expected a synth.Schedule (or its dict / JSON path), got {type(schedule).__name__}")
 
 
 def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = True,
@@ -185,6 +202,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
     from simulator.result import SimResult
 
     wall0 = _time.perf_counter()
+    schedule = _as_schedule(schedule)
     machine = load_profile(machine)
     if mesh is not None:
         from synth import Mesh
@@ -271,7 +289,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
             events += sim.events
             end = max((r[6] for r in sim.rows), default=0.0)
             dur = alpha + end
-            analytic = op_time_s(op, machine, chips)
+            analytic = op_time_s(op, machine, chips, units=units)
             info.update(units=len(units), components=len(comps), simulated=len(classes))
             trace_ops.append((k, start + alpha, classes, sim.rows))
         t = start + dur
