@@ -22,7 +22,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from models.errors import ProfileError
@@ -279,8 +279,19 @@ def load_profile(spec, size: str | None = None) -> HardwareProfile:
             f"load_profile({text!r}): size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
             "'2' or '2x8' (nodes x GPUs) or '8' (CPU devices)")
     path = _resolve(name)
-    raw = _read_raw(path, set())
-    return _from_raw(raw, path, size_text)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    return _load_cached(str(path.resolve()), mtime, size_text)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: str, mtime: int, size_text: str | None) -> HardwareProfile:
+    """Profiles are immutable, so equal loads share one value (and its topology).
+    The file's mtime is part of the key: an edited file is read again."""
+    p = Path(path)
+    return _from_raw(_read_raw(p, set()), p, size_text)
 
 
 def _resolve(name: str) -> Path:

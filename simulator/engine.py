@@ -13,8 +13,9 @@ Model (see docs/simulator.md for the reasoning):
   chunk reaching a link waits until the link is free, holds it for
   ``chunk/bandwidth``, and its head reaches the next link ``latency`` later
   (virtual cut-through: the tail cannot leave a link before it has arrived from the
-  previous one). A flow injects its next chunk when the previous one has left its
-  first link, so flows sharing a link interleave chunk by chunk. Alone on a route
+  previous one). A flow injects its chunks at its first link's line rate; they
+  queue FIFO where links are busy, so flows sharing a link arrive at the same rate
+  and alternate chunk by chunk. Alone on a route
   a transfer takes ``sum(latency) + bytes/min(bandwidth)`` -- the alpha-beta cost.
 * **Local ops** (dyn_slice, copy) cost ``alpha + (bytes read + written) / HBM bandwidth``.
 * **Memory**: at op start each participating device allocates its output buffer;

@@ -311,3 +311,46 @@ def test_lower_bound_need_bytes():
     m = load_profile("cpu-host:8")
     assert lower_bound_s(m, need) == pytest.approx(need.max() / m.link_bandwidth_Bps)
     assert lower_bound_s(m, np.zeros(8)) == 0.0
+
+
+# -- calibration fitting -------------------------------------------------------------------
+def test_fit_recovers_parameters_the_simulator_then_reproduces(tmp_path):
+    from models.calibration import calibrated_profile_doc, cost_features, fit_profile, write_profile
+    from simulator import simulate
+    from synth import Schedule
+
+    base = load_profile("cpu-host:8")
+    truth = base.with_overrides(
+        all_gather=KindParams(alpha_s=3e-5, bandwidth_Bps=2e9, latency_s=1e-6),
+        all_to_all=KindParams(alpha_s=5e-5, bandwidth_Bps=1e9, latency_s=2e-6),
+        dyn_slice=KindParams(alpha_s=2e-6, bandwidth_Bps=6e9))
+    groups = {2: tuple((i, i + 1) for i in range(0, 8, 2)), 4: ((0, 1, 2, 3), (4, 5, 6, 7)), 8: (tuple(range(8)),)}
+    samples = []
+    for n, g in groups.items():
+        for b in (1 << 12, 1 << 16, 1 << 20):
+            for op in (ScheduleOp("all_gather", b, n * b, b, (n - 1) * b, groups=g),
+                       ScheduleOp("all_to_all", b, b, b * (n - 1) // n, b * (n - 1) // n, groups=g),
+                       ScheduleOp("dyn_slice", b, b // 2, groups=tuple((d,) for d in range(8)))):
+                res = simulate(Schedule(8, (op,), "probe", {"initial_bytes": b}), truth)
+                samples.append((op, res.time_s))
+    fits = fit_profile(base, samples)
+    assert set(fits) == {"all_gather", "all_to_all", "dyn_slice"}
+    for k, f in fits.items():
+        assert f.mape < 0.03, (k, f)
+    ag = fits["all_gather"].params
+    assert ag.alpha_s == pytest.approx(3e-5, rel=0.1) and ag.bandwidth_Bps == pytest.approx(2e9, rel=0.05)
+    assert fits["dyn_slice"].params.bandwidth_Bps == pytest.approx(6e9, rel=1e-6)
+    a_lat, a_bw = cost_features(samples[0][0], base)
+    assert a_lat > 0 and a_bw > 0
+    doc = calibrated_profile_doc("cpu-8-test", "cpu-host:8", fits, source="test fit")
+    path = write_profile(doc, tmp_path / "cpu-8-test.json")
+    fitted = load_profile(str(path))
+    assert fitted.name == "cpu-8-test" and fitted.num_devices == 8
+    assert "MAPE" in fitted.source("collectives.all_gather.alpha_s")
+    # the fitted profile predicts the probes
+    errs = [abs(simulate(Schedule(8, (op,), "p", {"initial_bytes": op.in_bytes}), fitted).time_s - t) / t
+            for op, t in samples]
+    assert np.mean(errs) < 0.03
+    with pytest.raises(ProfileError):
+        write_profile({"topology": {"kind": "bogus"}}, tmp_path / "bad.json")
+    assert not (tmp_path / "bad.json").exists()
