@@ -250,9 +250,8 @@ def measure(case: Case, planner: str, itemsize: int, warmup: int = 2, repeats: i
     else:
         plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
         r = xrun.run_plan(plan, dtype=dtype, measure=True, warmup=warmup, repeats=repeats)
-    d = r.to_dict()
     return {
-        "measured_time_s": d.get("median_s"),
-        "measured_temp_bytes": d.get("temp_bytes"),
-        "measured_correct": bool(d.get("correct")),
+        "measured_time_s": float(r.timing.time_s) if r.timing is not None else None,
+        "measured_temp_bytes": r.memory.temp_bytes,
+        "measured_correct": bool(r.correct),
     }

@@ -60,7 +60,7 @@ def paired(df, ours: str, other: str):
     ok = df[df["status"] == "ok"]
     a = ok[ok["planner"] == ours].set_index(_KEY)
     b = ok[ok["planner"] == other].set_index(_KEY)
-    j = a.join(b, lsuffix="_ours", rsuffix="_other", how="inner").reset_index()
+    j = a.join(b, how="inner", suffixes=("_ours", "_other")).reset_index()
     if j.empty:
         return j
     j["speedup"] = j["time_s_other"] / j["time_s_ours"]
