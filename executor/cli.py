@@ -224,7 +224,7 @@ def _calibrate(args):
                     progress=_progress())
     summary = {k: rep[k] for k in ("profile", "report_path", "mode", "backend", "devices", "mape",
                                    "median_ape", "mape_vs_p10", "mape_without_program_overhead",
-                                   "retest_mape", "n_heldout", "n_train_plans", "mape_by_strategy",
+                                   "retest_mape", "mape_vs_mean_of_two", "n_heldout", "n_train_plans", "mape_by_strategy",
                                    "worst", "wall_s") if k in rep}
     summary["fit"] = {k: rep["fit"][k] for k in ("mape", "max_rel_err", "points")}
     if args.json:
@@ -273,9 +273,15 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    if out is not None:
-        json.dump(out, sys.stdout, indent=2, default=_json_default)
-        sys.stdout.write("\n")
+    try:
+        if out is not None:
+            json.dump(out, sys.stdout, indent=2, default=_json_default)
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into `head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

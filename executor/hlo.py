@@ -277,7 +277,7 @@ def _mesh_groups(ids: np.ndarray, axes, chosen) -> list[list[int]]:
     for i, pre, size in chosen:
         bounds[i] |= {pre, pre * size}
     factors, where = [], {}
-    for i, (_, n) in enumerate(axes):
+    for i in range(len(axes)):
         b = sorted(bounds[i])
         for lo, hi in zip(b[:-1], b[1:]):
             if hi % lo:

@@ -62,6 +62,18 @@ def permute_rounds(sources: np.ndarray) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def complete_round(pairs, num_devices: int):
+    """``pairs`` plus ``(d, d)`` for every device that neither sends nor receives, when
+    that makes a full permutation (then no device needs to keep its old block by hand);
+    otherwise ``None``."""
+    senders = {s for s, _ in pairs}
+    receivers = {d for _, d in pairs}
+    idle = [d for d in range(num_devices) if d not in receivers]
+    if any(d in senders for d in idle):
+        return None
+    return sorted(list(pairs) + [(d, d) for d in idle], key=lambda p: p[1])
+
+
 def _linear_index(mesh: Mesh):
     """Row-major device index inside shard_map, from ``lax.axis_index`` per axis."""
     from jax import lax
@@ -140,6 +152,10 @@ class _AllPermute:
         rounds = _AllPermute.rounds(step)
         if not rounds:
             return block
+        if len(rounds) == 1:
+            full = complete_round(rounds[0], step.mesh.size)
+            if full is not None:
+                return lax.ppermute(block, axes, full)
         me = _linear_index(step.mesh)
         out = block
         for pairs in rounds:
@@ -156,8 +172,10 @@ class _AllPermute:
         if not rounds:
             return ["pass  # every device already holds its new block"]
         lines = []
-        if len(rounds) == 1 and len(rounds[0]) == step.mesh.size:
-            return [f"block = lax.ppermute(block, {axes!r}, perm={rounds[0]!r})"]
+        if len(rounds) == 1:
+            full = complete_round(rounds[0], step.mesh.size)
+            if full is not None:
+                return [f"block = lax.ppermute(block, {axes!r}, perm={full!r})"]
         lines.append(f"me = _device_index({axes!r})")
         lines.append("out = block")
         for pairs in rounds:
