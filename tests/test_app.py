@@ -253,3 +253,28 @@ def test_jax_code_export_runs_and_moves_data_exactly(tmp_path):
         if c.kind != "dyn_slice":
             assert {"all_to_all": "lax.all_to_all", "all_gather": "lax.all_gather",
                     "all_permute": "lax.ppermute"}[c.kind] in code[0]
+
+
+def test_same_source_and_target_is_a_plan_with_no_steps():
+    at = _app().run()
+    _set(at, dst=DEFAULTS["src"])
+    _ok(at)
+    assert any("nothing moves" in i.value for i in at.info)
+    doc = _exported(at)
+    assert doc["steps"] == []
+    plan = synth.Plan.from_dict(doc)
+    small = synth.Plan.build(plan.mesh, synth.ArrayType.parse("[128{data}, 256{model}]"),
+                             synth.ArrayType.parse("[128{data}, 256{model}]"), [])
+    check_moves_exactly(small)
+    at.switch_page("ui/pages/simulate.py").run()
+    _ok(at)
+    assert any("nothing to replay" in i.value for i in at.info)
+    at.switch_page("ui/pages/compare.py").run()
+    _ok(at)
+
+
+def test_error_names_the_input():
+    at = _app().run()
+    _set(at, dst="P('data', 'data')")
+    assert len(at.error) == 1
+    assert at.error[0].value.startswith("target sharding \"P('data', 'data')\"")

@@ -76,22 +76,25 @@ def test_plan_page_in_chromium(server, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
             page.goto(server + "/", wait_until="domcontentloaded")
             # The default scenario renders first.
             expect(page.get_by_text("Per-device memory along the plan")).to_be_visible(timeout=60_000)
-            page.screenshot(path=str(shots / "plan_default.png"), full_page=True)
+            page.screenshot(path=str(shots / "plan_default.png"))
 
             # A non-default pair of shardings, one canonical and one PartitionSpec.
+            main = page.locator("[data-testid='stMain']")
             src = page.get_by_role("textbox", name="Source sharding")
             src.fill("[8192{model}, 32768{data}]")
             src.press("Enter")
+            expect(main.get_by_text("[8192{model}, 32768{data}] →")).to_be_visible(timeout=30_000)
             dst = page.get_by_role("textbox", name="Target sharding")
             dst.fill("P(('data', 'model'), None)")
+            t0 = time.monotonic()
             dst.press("Enter")
-
-            main = page.locator("[data-testid='stMain']")
-            expect(main.get_by_text("[8192{data,model}, 32768]")).to_be_visible(timeout=30_000)
+            expect(main.get_by_text("→ [8192{data,model}, 32768]")).to_be_visible(timeout=30_000)
+            print(f"\nbrowser: new target sharding on 64 devices -> updated plan in "
+                  f"{time.monotonic() - t0:.2f} s")
             table = main.locator("[data-testid='stDataFrame']")
             expect(table).to_have_count(1)
             expect(table).to_be_visible()
@@ -100,14 +103,29 @@ def test_plan_page_in_chromium(server, tmp_path):
             expect(main.locator("[data-testid='stException']")).to_have_count(0)
             expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
             page.wait_for_timeout(500)
-            page.screenshot(path=str(shots / "plan_edited.png"), full_page=True)
+            page.screenshot(path=str(shots / "plan_edited.png"))
 
             # Bad input shows the message, not a traceback.
             dst.fill("P('data', 'data')")
             dst.press("Enter")
             expect(main.get_by_text("at most once")).to_be_visible(timeout=30_000)
             expect(main.locator("[data-testid='stException']")).to_have_count(0)
-            page.screenshot(path=str(shots / "plan_error.png"), full_page=True)
+            page.screenshot(path=str(shots / "plan_error.png"))
+            dst.fill("P(('data', 'model'), None)")
+            dst.press("Enter")
+            expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0, timeout=30_000)
+
+            # The other pages render in the browser too (the scenario carries over).
+            for title, charts in (("Simulate", 3), ("Compare", 1), ("Calibration", 0), ("Sweeps", 0)):
+                page.get_by_role("link", name=title).click()
+                expect(main.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=60_000)
+                if charts:
+                    expect(main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")).to_have_count(
+                        charts, timeout=60_000)
+                expect(main.locator("[data-testid='stException']")).to_have_count(0)
+                expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
+                page.wait_for_timeout(800)
+                page.screenshot(path=str(shots / f"{title.lower()}.png"))
         finally:
             browser.close()
     assert (shots / "plan_edited.png").stat().st_size > 10_000

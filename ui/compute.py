@@ -48,9 +48,17 @@ def parse_inputs(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
             + " or ".join(repr(s) for s in suggest_meshes(num_devices))
         )
     shape = parse_shape(shape_text) if shape_text.strip() else None
-    src = synth.parse_type(src_text, shape).check(mesh, "source sharding")
-    dst = synth.parse_type(dst_text, shape or src.shape).check(mesh, "target sharding")
+    src = _parse_sharding("source sharding", src_text, shape).check(mesh, "source sharding")
+    dst = _parse_sharding("target sharding", dst_text, shape or src.shape).check(mesh, "target sharding")
     return mesh, src, dst
+
+
+def _parse_sharding(what: str, text: str, shape):
+    """``synth.parse_type`` with the input named in the message."""
+    try:
+        return synth.parse_type(text, shape)
+    except RedistributionError as e:
+        raise InputError(f"{what} {text.strip()!r}: {e}") from None
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -132,6 +132,7 @@ def memory_figure(res, capacity_bytes: int | None = None) -> go.Figure:
                     hovertemplate="%{x:.2f} us<br>%{y:.2f} MiB<extra></extra>")
     fig.add_scatter(x=t, y=mem.max(axis=1), mode="lines", line_shape="hv",
                     line=dict(width=3, color="#E45756"), name="max over devices")
+    fig.update_yaxes(rangemode="tozero")
     fig.update_layout(title=f"Memory held per device over time ({n} devices)", xaxis_title="time (us)",
                       yaxis_title="MiB", height=380, margin=dict(l=40, r=20, t=60, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
@@ -233,4 +234,28 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
     fig.update_yaxes(visible=False, scaleanchor="x")
     fig.update_layout(title=f"Topology of {res.machine.spec}: link load (chips show their mesh device id)",
                       height=420, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white")
+    return fig
+
+
+def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
+    """Two panels: simulated time per strategy (with the lower bound) and peak memory
+    per device. Log scales when every value is positive."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("simulated time (us)", "peak memory per device (MiB)"))
+    t_us = [t * US for t in times_s]
+    mem = [b / MIB for b in peaks_bytes]
+    colors = [_PALETTE[i % len(_PALETTE)] for i in range(len(names))]
+    fig.add_bar(x=list(names), y=t_us, marker_color=colors, showlegend=False, row=1, col=1,
+                hovertemplate="%{x}<br>%{y:.2f} us<extra></extra>")
+    fig.add_bar(x=list(names), y=mem, marker_color=colors, showlegend=False, row=1, col=2,
+                hovertemplate="%{x}<br>%{y:.2f} MiB<extra></extra>")
+    if bound_s > 0:
+        fig.add_hline(y=bound_s * US, line_dash="dash", line_color="#54A24B", row=1, col=1,
+                      annotation_text=f"lower bound {bound_s * US:.2f} us", annotation_position="top left")
+    if all(v > 0 for v in t_us):
+        fig.update_yaxes(type="log", row=1, col=1)
+    if all(v > 0 for v in mem):
+        fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(height=400, margin=dict(l=40, r=20, t=60, b=40))
     return fig

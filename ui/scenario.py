@@ -169,9 +169,8 @@ def render_sidebar(profiles: list[str], planners: list[str], default_size=None) 
     sb.text_input("Mesh axes", key="mesh",
                   help="Named axes with sizes, major first, e.g. data=16,model=4. "
                        "Their product must equal the machine's device count.")
-    c1, c2 = sb.columns([3, 2])
-    c1.text_input("Array shape", key="shape", help="Global shape, e.g. 8192, 32768.")
-    c2.selectbox("dtype", list(DTYPES), key="dtype")
+    sb.text_input("Array shape", key="shape", help="Global shape, e.g. 8192, 32768.")
+    sb.selectbox("dtype", list(DTYPES), key="dtype")
     sb.text_input("Source sharding", key="src",
                   help="Canonical [8192{data}, 32768{model}] or PartitionSpec P('data', 'model').")
     sb.text_input("Target sharding", key="dst",

@@ -4,11 +4,10 @@ chosen machine (with what-if knobs), plus measured numbers on the local backend.
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, scenario
+from ui import compute, figures, scenario
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
 
 SCALES = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
@@ -111,22 +110,8 @@ def main():
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
     names = list(results)
-    fig = go.Figure()
-    fig.add_bar(x=names, y=[results[n].time_s * 1e6 for n in names], name="simulated time",
-                marker_color="#4C78A8", yaxis="y")
-    fig.add_bar(x=names, y=[results[n].peak_bytes_max_device / 2**20 for n in names],
-                name="peak memory per device", marker_color="#F58518", yaxis="y2")
-    fig.add_hline(y=bound * 1e6, line_dash="dash", line_color="#54A24B",
-                  annotation_text=f"lower bound {fmt_seconds(bound)}", annotation_position="top left")
-    fig.update_layout(
-        barmode="group", title="Simulated time and peak memory per strategy",
-        yaxis=dict(title="time (us)", type="log"),
-        yaxis2=dict(title="MiB per device", overlaying="y", side="right", type="log", showgrid=False),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-        height=420, margin=dict(l=40, r=40, t=80, b=40))
-    fig.update_traces(offsetgroup=None)
-    fig.data[0].offsetgroup = "t"
-    fig.data[1].offsetgroup = "m"
+    fig = figures.strategies_figure(names, [results[n].time_s for n in names],
+                                    [results[n].peak_bytes_max_device for n in names], bound)
     st.plotly_chart(fig, key="cmp_chart")
 
     st.subheader("Measured on this machine's JAX backend")

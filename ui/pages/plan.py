@@ -40,6 +40,8 @@ def main():
                 f"({plan.mesh.size} devices, {sc.dtype}), planner `{plan.planner}`")
     for note in plan.notes:
         st.warning(note)
+    if not plan.steps:
+        st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
     c = st.columns(5)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")

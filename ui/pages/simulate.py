@@ -64,7 +64,11 @@ def main():
     c[4].metric("busiest link", fmt_bytes(res.link_bytes_max),
                 help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(res.analytic_s)}.")
 
-    st.plotly_chart(figs["timeline"], key="sim_timeline")
+    if res.ops:
+        st.plotly_chart(figs["timeline"], key="sim_timeline")
+    else:
+        st.info("The plan has no steps (source and target are the same sharding): nothing to "
+                "replay. Pick another target in the sidebar.")
     left, right = st.columns(2)
     left.plotly_chart(figs["memory"], key="sim_memory")
     right.plotly_chart(figs["topology"], key="sim_topology")
