@@ -111,7 +111,7 @@ def test_axis_along_a_ring_beats_the_same_axis_strided_across_it():
 
 def test_bidirectional_ring_roughly_halves_large_all_gathers():
     base = load_profile("tpu-v4:16x1x1")
-    plan = gather_plan("x=16", "x", rows=16 * 64, cols=4096)  # 1 MiB per device
+    plan = gather_plan("x=16", "x", rows=16 * 64, cols=256, itemsize=64)  # 1 MiB per device
     uni = simulate_plan(plan, with_algorithm(base, "all_gather", "ring"))
     bi = simulate_plan(plan, with_algorithm(base, "all_gather", "bidir_ring"))
     assert 0.45 <= bi.time_s / uni.time_s <= 0.6
@@ -127,7 +127,7 @@ NORMAL_CASES = [
     ("dgx-h100:2", "x=2,y=8", "[256{x,y}, 128]", "[256{y}, 128{x}]"),
     ("h100-multinode:2x4", "x=2,y=4", "[64{y}, 64{x}]", "[64{x}, 64{y}]"),
     ("gb200-nvl72:1x16", "x=4,y=4", "[256{x}, 64{y}]", "[256, 64{y,x}]"),
-    ("cpu-host:8", "x=2,y=4", "[1024{y}, 512, 256{x}]", "[1024, 512{x,y}, 256]"),
+    ("cpu-host:8", "x=2,y=4", "[64{y}, 32, 16{x}]", "[64, 32{x,y}, 16]"),
     ("cpu-host:6", "x=2,y=3", "[36{x,y}, 12]", "[36, 12{y}]"),
 ]
 
@@ -164,9 +164,9 @@ def test_random_normal_plans_memory_and_bound():
 
 
 def test_easy_plans_use_more_memory_and_time_than_normal_ones():
-    mesh, src, dst = "x=4,y=4,z=4", "[1024{x}, 4096{y,z}]", "[1024{y}, 4096{z,x}]"
-    normal = synthesize(mesh, src, dst, planner="normal")
-    easy = synthesize(mesh, src, dst, planner="easy")
+    mesh, src, dst = "x=4,y=4,z=4", "[256{x}, 1024{y,z}]", "[256{y}, 1024{z,x}]"
+    normal = synthesize(mesh, src, dst, planner="normal", itemsize=16)
+    easy = synthesize(mesh, src, dst, planner="easy", itemsize=16)
     check_data(normal)
     check_data(easy)
     rn, re_ = simulate_plan(normal, "tpu-v4:4x4x4"), simulate_plan(easy, "tpu-v4:4x4x4")
@@ -294,7 +294,7 @@ def test_reduce_scatter_and_all_reduce_schedules():
 
 
 def test_oom_warning_and_schedule_errors():
-    plan = synthesize("x=8", "[8192{x}, 8192]", "[8192, 8192]", itemsize=8)
+    plan = synthesize("x=8", "[2048{x}, 1024]", "[2048, 1024]", itemsize=8)
     check_data(plan)
     m = dataclasses.replace(load_profile("cpu-host:8"), hbm_capacity_bytes=1 << 20)
     res = simulate_plan(plan, m)

@@ -63,7 +63,7 @@ def test_run_what_if_scale_speeds_up(capsys):
 
 
 def test_run_schedule_file(capsys, tmp_path):
-    plan = synthesize("x=2,y=4", "[1024{y}, 512, 256{x}]", "[1024, 512{x,y}, 256]")
+    plan = synthesize("x=2,y=4", "[64{y}, 32, 16{x}]", "[64, 32{x,y}, 16]", itemsize=64)
     check_data(plan)
     f = tmp_path / "s.json"
     f.write_text(plan.to_schedule().to_json())
