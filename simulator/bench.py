@@ -23,7 +23,8 @@ BENCH_SHAPES = {
 BENCH_CASE = ("[65536{x,y,z}, 16384]", "[65536{z}, 16384{y}]", 2)
 
 
-def run_bench(sizes=(256, 1024, 4096), coarsen: bool = True) -> dict:
+def run_bench(sizes=(256, 1024, 4096), coarsen: bool = True, on_case=None) -> dict:
+    """``on_case(row)`` is called after each size (to print progress)."""
     from models import load_profile
     from simulator.engine import simulate_plan
     from synth import synthesize
@@ -51,22 +52,31 @@ def run_bench(sizes=(256, 1024, 4096), coarsen: bool = True) -> dict:
             "sim_time_s": res.time_s, "lower_bound_s": res.lower_bound_s,
             "peak_bytes_max_device": res.peak_bytes_max_device,
         })
+        if on_case is not None:
+            on_case(rows[-1])
     return {"coarsen": coarsen, "target": "4096 chips in <= 10 s", "cases": rows}
 
 
-def print_bench(res: dict) -> None:
+def bench_header(coarsen: bool) -> str:
+    src, dst, itemsize = BENCH_CASE
+    return (f"simulator bench: normal reshard {src} -> {dst} (itemsize {itemsize}) on TPU v4 tori, "
+            f"coarsen={coarsen}\n"
+            f"{'chips':>6} {'hardware':<18} {'steps':<34} {'topology':>9} {'simulate':>9} {'total':>9} "
+            f"{'events':>9} {'events/s':>10} {'sim time':>12}")
+
+
+def bench_line(c: dict) -> str:
     from simulator.format import fmt_s
 
-    c = res["cases"][0] if res["cases"] else None
-    if c:
-        print(f"simulator bench: normal reshard {c['src']} -> {c['dst']} (itemsize {c['itemsize']}) on TPU v4 "
-              f"tori, coarsen={res['coarsen']}")
-    print(f"{'chips':>6} {'hardware':<18} {'steps':<34} {'topology':>9} {'simulate':>9} {'total':>9} "
-          f"{'events':>9} {'events/s':>10} {'sim time':>12}")
+    return (f"{c['chips']:>6} {c['hardware']:<18} {','.join(c['steps']):<34} {c['topology_s']:>8.2f}s "
+            f"{c['simulate_s']:>8.2f}s {c['total_s']:>8.2f}s {c['events']:>9} {c['events_per_s']:>10.0f} "
+            f"{fmt_s(c['sim_time_s']):>12}")
+
+
+def print_bench(res: dict) -> None:
+    print(bench_header(res["coarsen"]))
     for c in res["cases"]:
-        print(f"{c['chips']:>6} {c['hardware']:<18} {','.join(c['steps']):<34} {c['topology_s']:>8.2f}s "
-              f"{c['simulate_s']:>8.2f}s {c['total_s']:>8.2f}s {c['events']:>9} {c['events_per_s']:>10.0f} "
-              f"{fmt_s(c['sim_time_s']):>12}")
+        print(bench_line(c))
     print(f"target: {res['target']}")
 
 

@@ -138,14 +138,21 @@ def main(argv=None) -> int:
         elif args.cmd == "profiles":
             _profiles(args)
         elif args.cmd == "bench":
-            from simulator.bench import print_bench, run_bench
+            from simulator.bench import run_bench
 
             try:
                 sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
             except ValueError:
                 raise RedistributionError(f"bench: --sizes {args.sizes!r} must be comma-separated integers") from None
-            res = run_bench(sizes, coarsen=not args.no_coarsen)
-            print(json.dumps(res)) if args.json else print_bench(res)
+            if args.json:
+                print(json.dumps(run_bench(sizes, coarsen=not args.no_coarsen)))
+            else:
+                from simulator.bench import bench_header, bench_line
+
+                print(bench_header(not args.no_coarsen), flush=True)
+                res = run_bench(sizes, coarsen=not args.no_coarsen,
+                                on_case=lambda c: print(bench_line(c), flush=True))
+                print(f"target: {res['target']}")
         elif args.cmd == "agreement":
             from simulator.bench import print_agreement, run_agreement
 

@@ -334,3 +334,49 @@ def test_all_to_all_direct_on_a_switch_matches_analytic():
     bw = m.link_bandwidth_Bps * m.links_per_chip
     expect = alpha_beta_s("all_to_all", 8, op.send_bytes, m.alpha_s("all_to_all"), bw, m.link_latency_s)
     assert res.time_s == pytest.approx(expect, rel=0.02)
+
+
+def test_every_schedule_kind_and_every_collective_kind_is_simulated():
+    from synth.collectives import COLLECTIVES
+    from synth.schedule import SCHEDULE_KINDS
+
+    m = load_profile("tpu-v4:4x1x1")
+    g = ((0, 1, 2, 3),)
+    b = 1 << 16
+    ops = {
+        "dyn_slice": ScheduleOp("dyn_slice", b, b // 4, groups=tuple((d,) for d in range(4))),
+        "copy": ScheduleOp("copy", b, b, groups=tuple((d,) for d in range(4))),
+        "all_gather": ScheduleOp("all_gather", b, 4 * b, b, 3 * b, groups=g),
+        "all_to_all": ScheduleOp("all_to_all", b, b, 3 * b // 4, 3 * b // 4, groups=g),
+        "permute": ScheduleOp("permute", b, b, b, b, pairs=((0, 1), (1, 2), (2, 3), (3, 0))),
+        "all_reduce": ScheduleOp("all_reduce", b, b, b, b, groups=g),
+        "reduce_scatter": ScheduleOp("reduce_scatter", b, b // 4, b, b, groups=g),
+    }
+    assert set(ops) == set(SCHEDULE_KINDS)
+    for kind, op in ops.items():
+        res = simulate(Schedule(4, (op,), kind, {"initial_bytes": b}), m)
+        assert res.time_s > m.alpha_s(kind), kind
+        assert res.ops[0]["analytic_s"] > 0
+        assert res.peak_bytes_max_device == op.in_bytes + op.out_bytes
+        if not op.is_local:
+            assert res.link_bytes_max > 0 and len(res.trace_df()) > 0
+    # every typed collective lowers to a schedule op the simulator replays
+    mesh = Mesh.parse("x=4")
+    cases = {
+        "dyn_slice": ("[64, 16]", "[64{x}, 16]"),
+        "all_gather": ("[64{x}, 16]", "[64, 16]"),
+        "all_to_all": ("[64{x}, 16]", "[64, 16{x}]"),
+        "all_permute": ("[64{x}, 16]", None),
+    }
+    assert set(cases) == set(COLLECTIVES)
+    from synth import AllPermute, DynSlice
+
+    steps = {"dyn_slice": [DynSlice(0, "x")], "all_gather": [AllGather(0, "x")],
+             "all_to_all": [AllToAll(0, 1, "x")],
+             "all_permute": [AllPermute(ArrayType.parse("[64{x}, 16]"))]}
+    for kind, (src, dst) in cases.items():
+        s = ArrayType.parse(src)
+        plan = Plan.build(mesh, s, steps[kind][0].apply(s, mesh) if dst is None else ArrayType.parse(dst), steps[kind])
+        check_data(plan)
+        res = simulate_plan(plan, m)
+        assert res.time_s > 0 and res.peak_bytes_max_device == plan.peak_live_bytes
