@@ -22,7 +22,14 @@ import numpy as np
 from experiments.case import Case, ExperimentError
 from synth.schedule import Schedule
 
-OUR_PLANNERS = ("easy", "normal")
+
+def _our_planners() -> tuple[str, ...]:
+    from synth.planners import PLANNERS as SYNTH_PLANNERS
+
+    return tuple(SYNTH_PLANNERS)
+
+
+OUR_PLANNERS = _our_planners()  # easy, normal (and search when synth has it)
 XLA_PLANNERS = {"xla-shardy": "shardy", "xla-gspmd": "gspmd"}
 PLANNERS = OUR_PLANNERS + tuple(XLA_PLANNERS)
 
@@ -200,13 +207,37 @@ def load_machine(profile: str, num_devices: int, sizes=None, bandwidth_scale=1.0
     return m
 
 
+#: Placement names the experiments understand on any mesh (other strings go to models/).
+PLACEMENTS = ("default", "reversed-axes", "random[:SEED]")
+
+
+def resolve_placement(name, mesh):
+    """A placement the simulator takes: ``None`` (row-major) or a list of chips.
+
+    * ``default`` / ``row-major``: device ``d`` on chip ``d``;
+    * ``reversed-axes``: the mesh's axes laid out in reverse order over the machine
+      (the first mesh axis varies fastest across chips);
+    * ``random`` / ``random:SEED``: a seeded random permutation of the chips;
+    * anything else is a ``models.placement`` string (``x=Z,y=Y``, ``devices:...``)."""
+    if name in (None, "", "default", "row-major"):
+        return None
+    if name == "reversed-axes":
+        coords = mesh.coords
+        idx = np.ravel_multi_index(tuple(coords[:, ::-1].T), tuple(reversed(mesh.sizes)))
+        return [int(c) for c in idx]
+    if name == "random" or str(name).startswith("random:"):
+        seed = int(str(name).split(":", 1)[1]) if ":" in str(name) else 0
+        return [int(c) for c in np.random.default_rng(seed).permutation(mesh.size)]
+    return name
+
+
 def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "simpy") -> dict:
     """``time_s``, ``lower_bound_s``, ``peak_bytes`` of ``schedule`` on ``machine``.
 
     ``engine='simpy'`` replays the schedule event by event (the simulator);
     ``engine='analytic'`` uses the models' closed-form per-op costs (fast, no
     queueing) -- for sweeps too large to replay."""
-    place = None if placement in (None, "", "default") else placement
+    place = resolve_placement(placement, mesh)
     if engine == "analytic":
         from models import analytic
         from models.placement import Placement

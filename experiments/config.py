@@ -17,7 +17,10 @@ Schema (every key but ``suites``/``cases`` has a default)::
       bandwidth_scale: [1.0, 2.0]
       latency_scale: [1.0]
       itemsize: [null]                  # null = the case's dtype
-      placement: [default]
+      placement: [default]              # default, reversed-axes, random[:SEED], or a
+                                        # models placement string (x=Z,y=Y)
+    # ... or a list of such mappings: the union of their products plus the baseline,
+    # e.g. [{bandwidth_scale: [0.5, 2]}, {placement: [reversed-axes]}]
     measure:                            # the executor's compare on the local JAX backend
       enabled: false
       max_devices: 8                    # only cases this small are measured
@@ -40,7 +43,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.backends import PLANNERS, XLA_MAX_DEVICES
+from experiments.backends import PLANNERS, XLA_MAX_DEVICES, XLA_PLANNERS
 from experiments.case import Case, ExperimentError, stable_hash
 
 _TOP_KEYS = {"name", "description", "suites", "cases", "machines", "planners", "whatif", "measure", "runner"}
@@ -119,8 +122,7 @@ class Config:
                         for k in ks:
                             rows.append((row_id(case, m, planner, k, do_measure), m, k))
                     out.append(Unit(case, planner, itemsize, item_knob, tuple(rows), do_measure))
-        xla = set(PLANNERS) - {"easy", "normal"}
-        out.sort(key=lambda u: (u.planner in xla or u.measure, u.case.num_devices))
+        out.sort(key=lambda u: (u.planner in XLA_PLANNERS or u.measure, u.case.num_devices))
         return out
 
     def _measure_case(self, case: Case, itemsize: int) -> bool:
@@ -263,8 +265,18 @@ def _machine(m, where) -> Machine:
 
 
 def _knobs(w, where) -> tuple[Knobs, ...]:
+    """A mapping is the product of its value lists; a list of mappings is the union of
+    their products (vary one knob at a time), always with the baseline included."""
+    if isinstance(w, list):
+        out = [Knobs()]
+        for i, part in enumerate(w):
+            for k in _knobs(part, f"{where}: whatif[{i}]" if where else where):
+                if k not in out:
+                    out.append(k)
+        return tuple(out)
     if not isinstance(w, dict):
-        raise ExperimentError(f"{where}: 'whatif' must be a mapping of knob -> list of values")
+        raise ExperimentError(f"{where}: 'whatif' must be a mapping of knob -> list of values, "
+                              "or a list of such mappings")
     _no_unknown(w, _WHATIF_KEYS, f"{where}: whatif")
     vals = {}
     for k, default in (("bandwidth_scale", [1.0]), ("latency_scale", [1.0]), ("itemsize", [None]),

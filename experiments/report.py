@@ -223,11 +223,21 @@ def _write_html(rep: Report, df, base, pairs, planner):
         f.add_hline(y=1.0, line_dash="dot")
         figs.append(("lower-bound", "Time over the lower bound", f))
 
-    whatif_html = _whatif(df, planner, figs, px, go)
+    wfigs: list = []
+    whatif_tables = _whatif(df, planner, wfigs, px, go)
+    first = [True]
 
-    sections = [f"<h2 id='{fid}'>{html.escape(title)}</h2>" + fig.to_html(
-        full_html=False, include_plotlyjs=(i == 0), default_height="520px")
-        for i, (fid, title, fig) in enumerate(figs)]
+    def render(items):
+        out = []
+        for fid, title, fig in items:
+            out.append(f"<h3 id='{fid}'>{html.escape(title)}</h3>" + fig.to_html(
+                full_html=False, include_plotlyjs=first[0], default_height="520px"))
+            first[0] = False
+        return "".join(out)
+
+    sections = [render(figs)]
+    whatif_html = render(wfigs) + whatif_tables
+    measured_html = _measured(df, planner)
     errors = df[df["status"] != "ok"]
     err_html = "<p>None.</p>" if errors.empty else errors[
         ["status", "suite", "case", "machine", "planner", "mesh", "error"]].to_html(index=False, escape=True)
@@ -247,6 +257,7 @@ Regenerate with <code>python -m experiments report {html.escape(rep.out_dir)}</c
 <h2>Summary</h2>{summary_tbl}
 {''.join(sections)}
 <h2 id="whatif">What-if</h2>{whatif_html}
+<h2 id="measured">Measured on the local JAX backend</h2>{measured_html}
 <h2>Errors and timeouts</h2>{err_html}
 <h2>Cases</h2>{cases.to_html(index=False, escape=True)}
 </body></html>"""
@@ -271,20 +282,34 @@ def _summary_html(rep: Report) -> str:
             f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>")
 
 
+def _measured(df, planner) -> str:
+    """Median time and XLA temp memory per measured case (the executor, local backend)."""
+    m = df[(df["status"] == "ok") & df["measured_time_s"].notna()]
+    if m.empty:
+        return "<p>No case was measured (set <code>measure.enabled</code> in the config).</p>"
+    m = m.drop_duplicates(["suite", "case", "planner", "itemsize"])
+    t = m.pivot_table(index=["case", "itemsize"], columns="planner",
+                      values=["measured_time_s", "measured_temp_bytes"], aggfunc="first")
+    t.columns = [f"{a.replace('measured_', '')} {b}" for a, b in t.columns]
+    return ("<p>Median wall time and XLA temp allocation on this host's CPU devices (not a "
+            "model of the target machine).</p>" + t.reset_index().to_html(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
 def _whatif(df, planner, figs, px, go) -> str:
     """Geomean speedup and time/LB as one knob varies (the others at baseline)."""
     import pandas as pd
 
     ok = df[df["status"] == "ok"].copy()
-    ok["itemsize_knob"] = ok["itemsize"]
-    knobs = {"bandwidth_scale": 1.0, "latency_scale": 1.0, "placement": "default"}
+    # itemsize_knob: None means the case's own dtype (the baseline).
+    ok["itemsize_knob"] = pd.to_numeric(ok["itemsize_knob"], errors="coerce").fillna(0).astype(int)
+    base = {"bandwidth_scale": 1.0, "latency_scale": 1.0, "placement": "default", "itemsize_knob": 0}
     parts = []
-    for knob in ("bandwidth_scale", "latency_scale", "placement", "itemsize"):
+    for knob in ("bandwidth_scale", "latency_scale", "placement", "itemsize_knob"):
         vals = ok[knob].dropna().unique()
         if len(vals) < 2:
             continue
         sub = ok
-        for k, v in knobs.items():
+        for k, v in base.items():
             if k != knob:
                 sub = sub[sub[k] == v]
         recs = []
@@ -298,6 +323,8 @@ def _whatif(df, planner, figs, px, go) -> str:
         if not recs:
             continue
         t = pd.DataFrame(recs).sort_values(knob)
+        if knob == "itemsize_knob":
+            t[knob] = t[knob].map(lambda v: "case dtype" if v == 0 else f"{v} B")
         kind = px.line if knob != "placement" else px.bar
         extra = {"markers": True} if knob != "placement" else {"barmode": "group"}
         f = kind(t, x=knob, y="geomean speedup", color="machine", facet_col="vs",
