@@ -251,11 +251,15 @@ def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
     fig.add_bar(x=list(names), y=mem, marker_color=colors, showlegend=False, row=1, col=2,
                 hovertemplate="%{x}<br>%{y:.2f} MiB<extra></extra>")
     if bound_s > 0:
-        fig.add_hline(y=bound_s * US, line_dash="dash", line_color="#54A24B", row=1, col=1,
-                      annotation_text=f"lower bound {bound_s * US:.2f} us", annotation_position="top left")
+        # a trace, not add_hline: hline annotations are placed wrongly on log axes
+        fig.add_scatter(x=list(names), y=[bound_s * US] * len(names), mode="lines+markers",
+                        line=dict(dash="dash", color="#54A24B"), marker=dict(symbol="line-ew-open", size=30),
+                        name=f"lower bound {bound_s * US:.2f} us", row=1, col=1,
+                        hovertemplate="lower bound %{y:.2f} us<extra></extra>")
     if all(v > 0 for v in t_us):
-        fig.update_yaxes(type="log", row=1, col=1)
+        fig.update_yaxes(type="log", dtick=1, row=1, col=1)
     if all(v > 0 for v in mem):
-        fig.update_yaxes(type="log", row=1, col=2)
+        fig.update_yaxes(type="log", dtick=1, row=1, col=2)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0))
     fig.update_layout(height=400, margin=dict(l=40, r=20, t=60, b=40))
     return fig
