@@ -70,7 +70,6 @@ class _Chunk:
             if t2 > tail:
                 tail = t2
         free[lk] = tail
-        sim.events += 1
         self.i, self.tail = i, tail
         if i + 1 < len(route):
             env.timeout(start + sim.lat[lk] - now).callbacks.append(self.cb)
@@ -116,6 +115,7 @@ class _OpSim:
         k = self.nchunks(size)
         c = size / k
         gap = c / self.bw[route[0]]
+        self.events += k * len(route)  # one event per chunk per hop
         for j in range(k):
             self._enter(route, 0, c, None, done if j == k - 1 else None)
             if j + 1 < k:
@@ -290,7 +290,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
             events += sim.events
             end = max((r[6] for r in sim.rows), default=0.0)
             dur = alpha + end
-            analytic = op_time_s(op, machine, chips, units=units)
+            analytic = float(op_time_s(op, machine, chips, units=units))
             info.update(units=len(units), components=len(comps), simulated=len(classes))
             trace_ops.append((k, start + alpha, classes, sim.rows))
         t = start + dur
