@@ -144,6 +144,13 @@ def main(argv=None) -> int:
                 sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
             except ValueError:
                 raise RedistributionError(f"bench: --sizes {args.sizes!r} must be comma-separated integers") from None
+            from simulator.bench import BENCH_SHAPES
+
+            bad = [n for n in sizes if n not in BENCH_SHAPES]
+            if bad or not sizes:
+                raise RedistributionError(
+                    f"bench: no benchmark shape for {bad[0] if bad else 'an empty list of'} chips; --sizes takes "
+                    f"a comma-separated list of {sorted(BENCH_SHAPES)}")
             if args.json:
                 print(json.dumps(run_bench(sizes, coarsen=not args.no_coarsen)))
             else:
