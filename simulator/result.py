@@ -86,8 +86,11 @@ class SimResult:
         chips = self.placement.chips
         for k, t0, classes, rows in self._trace:
             kind = self.ops[k]["kind"]
+            by_cls: dict = {}
+            for r in rows:
+                by_cls.setdefault(r[0], []).append(r)
             for members_cls_idx, members in enumerate(classes):
-                rep_rows = [r for r in rows if r[0] == members_cls_idx]
+                rep_rows = by_cls.get(members_cls_idx, ())
                 for gi, comp in enumerate(members):
                     for _cls, ui, key, step, direction, s, e, b in rep_rows:
                         u = comp[ui]
