@@ -119,10 +119,17 @@ def _run(args):
 def _profiles(args):
     from models import available_profiles, load_profile
 
-    out = [load_profile(n).to_dict() for n in available_profiles()]
+    out, broken = [], []
+    for n in available_profiles():
+        try:
+            out.append(load_profile(n).to_dict())
+        except RedistributionError as e:  # a broken calibrated file must not hide the others
+            broken.append({"name": n, "error": str(e)})
     if args.json:
-        print(json.dumps({"profiles": out}))
+        print(json.dumps({"profiles": out, "errors": broken}))
         return
+    for b in broken:
+        print(f"warning: profile {b['name']} does not load: {b['error']}", file=sys.stderr)
     for d in out:
         print(f"{d['spec']:<24} {d['kind']:<9} {d['num_devices']:>5} devices  link "
               f"{d['link_bandwidth_Bps'] / 1e9:7.1f} GB/s x{d['links_per_chip']:<3} "
