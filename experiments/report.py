@@ -192,6 +192,13 @@ def _write_html(rep: Report, df, base, pairs, planner):
     import plotly.graph_objects as go
 
     figs: list[tuple[str, str, object]] = []
+    machines = sorted(df["machine"].dropna().unique())
+    planners = [p for p in ("normal", "search", "easy", *XLA) if p in set(df["planner"])]
+    palette = px.colors.qualitative.Plotly
+    style = {"category_orders": {"machine": machines, "planner": planners, "vs": list(XLA)},
+             "color_discrete_map": {**{m: palette[i % len(palette)] for i, m in enumerate(machines)},
+                                    **{p: palette[(i + 3) % len(palette)] for i, p in enumerate(planners)},
+                                    **{x: palette[(i + 8) % len(palette)] for i, x in enumerate(XLA)}}}
     xla_pairs = {k: v for k, v in pairs.items() if k in XLA and not v.empty}
 
     if xla_pairs:
@@ -200,31 +207,33 @@ def _write_html(rep: Report, df, base, pairs, planner):
         sp = pd.concat([v.assign(vs=k) for k, v in xla_pairs.items()])
         sp = sp.sort_values(["vs", "speedup"])
         f = px.bar(sp, x="case", y="speedup", color="machine", barmode="group", facet_row="vs",
-                   log_y=True, hover_data=["mesh_ours", "src_ours", "dst_ours"],
+                   log_y=True, hover_data=["mesh_ours", "src_ours", "dst_ours"], **style,
                    title=f"Speedup of {planner} over each XLA partitioner, per case (simulated time)")
         f.add_hline(y=1.0, line_dash="dot")
         f.update_layout(height=380 * len(xla_pairs) + 120)
         figs.append(("speedup-case", "Speedup per case", f))
         f = px.box(sp, x="machine", y="speedup", color="vs", points="all", log_y=True,
-                   hover_data=["case"], title=f"Speedup of {planner} over XLA, per machine")
+                   hover_data=["case"], **style, title=f"Speedup of {planner} over XLA, per machine")
         f.add_hline(y=1.0, line_dash="dot")
         figs.append(("speedup-machine", "Speedup per machine", f))
 
     ok = base[base["status"] == "ok"]
     if not ok.empty:
         mem = ok.drop_duplicates(["suite", "case", "planner"])
-        f = px.scatter(mem, x="case", y="max_shard_over_bound", color="planner", symbol="planner", log_y=True,
-                       hover_data=["mesh", "src", "dst", "max_shard_bytes", "bound_bytes", "full_remat"],
+        f = px.bar(mem, x="case", y="max_shard_over_bound", color="planner", barmode="group", log_y=True,
+                   hover_data=["mesh", "src", "dst", "max_shard_bytes", "bound_bytes", "full_remat"], **style,
                        title="Largest buffer per device relative to max(src shard, dst shard)")
         f.add_hline(y=1.0, line_dash="dot", annotation_text="memory bound")
+        top = float(mem["max_shard_over_bound"].max())
+        f.update_yaxes(range=[-0.4, math.log10(max(top, 2.0)) + 0.2])  # bars at 1 stay visible
         figs.append(("memory", "Memory relative to max(src, dst)", f))
         f = px.box(ok, x="planner", y="time_over_lb", color="machine", points="all", log_y=True,
-                   hover_data=["case"], title="Simulated time over the lower bound")
+                   hover_data=["case"], **style, title="Simulated time over the lower bound")
         f.add_hline(y=1.0, line_dash="dot")
         figs.append(("lower-bound", "Time over the lower bound", f))
 
     wfigs: list = []
-    whatif_tables = _whatif(df, planner, wfigs, px, go)
+    whatif_tables = _whatif(df, planner, wfigs, px, go, style)
     first = [True]
 
     def render(items):
@@ -295,7 +304,7 @@ def _measured(df, planner) -> str:
             "model of the target machine).</p>" + t.reset_index().to_html(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
-def _whatif(df, planner, figs, px, go) -> str:
+def _whatif(df, planner, figs, px, go, style) -> str:
     """Geomean speedup and time/LB as one knob varies (the others at baseline)."""
     import pandas as pd
 
@@ -327,7 +336,7 @@ def _whatif(df, planner, figs, px, go) -> str:
             t[knob] = t[knob].map(lambda v: "case dtype" if v == 0 else f"{v} B")
         kind = px.line if knob != "placement" else px.bar
         extra = {"markers": True} if knob != "placement" else {"barmode": "group"}
-        f = kind(t, x=knob, y="geomean speedup", color="machine", facet_col="vs",
+        f = kind(t, x=knob, y="geomean speedup", color="machine", facet_col="vs", **style,
                  title=f"What-if: geomean speedup as {knob} varies", **extra)
         figs.append((f"whatif-{knob}", f"What-if: {knob}", f))
         parts.append(f"<h3>{html.escape(knob)}</h3>" + t.to_html(index=False, float_format=lambda x: f"{x:.3f}"))
