@@ -153,6 +153,24 @@ def components(units: list[Unit]) -> list[list[Unit]]:
     return list(comps.values())
 
 
+def unit_key(u: Unit, link_key) -> tuple:
+    """A placement-free description of a unit's routes: the kind/dim/step of each
+    link crossed, in order (tori), or the link kinds (switched machines)."""
+    routes = (u.routes_fwd or u.routes_bwd) if u.algo == "ring" else tuple(f[3] for f in u.flows)
+    return (u.algo,) + tuple(tuple(link_key[lk] for lk in r) for r in routes)
+
+
+def order_component(comp: list[Unit], link_key) -> list[Unit]:
+    """The units of a component in a canonical order (by :func:`unit_key`, stable).
+
+    The simulator starts a component's units in this order, so two components that
+    are the same up to renaming links line up unit by unit and get equal
+    signatures (translations of one pattern across a torus, say)."""
+    if len(comp) < 2:
+        return comp
+    return sorted(comp, key=lambda u: unit_key(u, link_key))
+
+
 def signature(comp: list[Unit], bw, lat) -> tuple:
     """A key equal for components that take the same time from the same start:
     same units, same transfer sizes, same route shapes over links of the same

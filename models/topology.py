@@ -151,6 +151,8 @@ class Topology:
         self.link_id = {e: i for i, e in enumerate(self.links)}
         self.bandwidth = np.array([graph.edges[e]["bandwidth"] for e in self.links], dtype=float)
         self.latency = np.array([graph.edges[e]["latency"] for e in self.links], dtype=float)
+        self.link_key = [(d.get("kind", ""), d.get("dim", -1), d.get("step", 0))
+                         for d in (graph.edges[e] for e in self.links)]
         self.num_chips = sum(1 for _, c in graph.nodes(data="chip") if c)
         self._routes: dict = {}
         self._torus = None

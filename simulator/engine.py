@@ -36,7 +36,7 @@ import time as _time
 
 import numpy as np
 
-from models.algorithms import components, expand, signature
+from models.algorithms import components, expand, order_component, signature
 from models.analytic import local_bytes, op_time_s, schedule_lower_bound
 from models.errors import SimulationError
 from models.placement import Placement
@@ -272,7 +272,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
                                  minlength=nlinks)
                 link_bytes += lb
                 link_busy += lb / bw
-            comps = components(units) if coarsen else [[u] for u in units]
+            comps = [order_component(c, topo.link_key) for c in components(units)]
             if coarsen and len(comps) > 1:
                 bwl, latl = bw.tolist(), lat.tolist()
                 by_sig: dict = {}
