@@ -8,12 +8,15 @@ array under the target sharding.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("streamlit")
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # app.py and ui/ live at the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streamlit")
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # app.py and ui/ live at the root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
