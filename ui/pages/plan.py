@@ -47,7 +47,7 @@ def main():
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
     c[1].metric("largest shard", fmt_bytes(plan.max_shard_bytes),
                 delta=("within max(src, dst)" if plan.bound_holds else "exceeds max(src, dst)"),
-                delta_color="normal" if plan.bound_holds else "inverse", delta_arrow="off",
+                delta_color="normal" if plan.bound_holds else "inverse",
                 help=f"The paper's measure; bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}.")
     c[2].metric("peak live (in + out)", fmt_bytes(plan.peak_live_bytes),
                 help="Largest input+output buffer pair live during one step.")

@@ -106,7 +106,10 @@ def main():
         st.download_button("Download report.html", data=text, file_name="report.html",
                            mime="text/html", key="sweeps_download_report")
         with st.expander("report.html", expanded=False):
-            st.iframe(text, height=900)
+            if hasattr(st, "iframe"):  # Streamlit >= 1.5x
+                st.iframe(text, height=900)
+            else:
+                st.components.v1.html(text, height=900, scrolling=True)
 
 
 main()
