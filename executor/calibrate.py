@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from executor.errors import ExecutorError
+from executor.measure import Prepared, interleaved_timing
 
 KINDS = ("all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatter", "dyn_slice", "copy")
 LOCAL = ("dyn_slice", "copy")
@@ -45,8 +46,8 @@ FULL_GRID = {
     "group_sizes": (2, 4, 8),
     "sizes": tuple(1 << k for k in (10, 12, 14, 16, 18, 20, 22, 24)),  # 1 KiB .. 16 MiB
     "max_out_bytes": 64 << 20,
-    "repeats": 15,
-    "warmup": 2,
+    "rounds": 6,
+    "per_round": 3,
     "train_cases": 12,
     "heldout_cases": 12,
     "heldout_bytes": (256 << 10, 32 << 20),
@@ -55,8 +56,8 @@ QUICK_GRID = {
     "group_sizes": (2, 8),
     "sizes": (4 << 10, 64 << 10, 1 << 20),
     "max_out_bytes": 8 << 20,
-    "repeats": 10,
-    "warmup": 2,
+    "rounds": 4,
+    "per_round": 3,
     "train_cases": 6,
     "heldout_cases": 8,
     "heldout_bytes": (64 << 10, 2 << 20),
@@ -65,8 +66,8 @@ TINY_GRID = {
     "group_sizes": (2,),
     "sizes": (4 << 10, 64 << 10),
     "max_out_bytes": 1 << 20,
-    "repeats": 10,
-    "warmup": 1,
+    "rounds": 4,
+    "per_round": 3,
     "train_cases": 1,
     "heldout_cases": 1,
     "heldout_bytes": (16 << 10, 64 << 10),
@@ -150,30 +151,41 @@ _BUS_FACTOR = {"all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: 
                "permute": lambda n: 1.0, "dyn_slice": lambda n: 1.0, "copy": lambda n: 1.0}
 
 
-def run_microbenchmarks(grid: dict, devices, progress=None) -> list[dict]:
-    """Measure every spec of the grid; one row per program (with its HLO schedule)."""
+def prepare_microbenchmarks(grid: dict, devices, progress=None) -> list[Prepared]:
+    """Compile every spec of the grid and read its schedule from the HLO."""
+    import jax
+
     from executor.hlo import hlo_to_schedule
-    from executor.measure import time_call
 
     specs = micro_specs(grid, len(devices))
-    rows = []
+    out = []
     for i, spec in enumerate(specs):
         f, x = _micro_program(spec, devices)
         compiled = f.lower(x).compile()
-        tm = time_call(compiled, x, warmup=grid["warmup"], repeats=grid["repeats"])
         sched = hlo_to_schedule(compiled.as_text(), num_devices=len(devices), name=spec.name)
-        # nccl-tests: size = the larger (output for all-gather) buffer per device
+        shape, sharding = x.shape, x.sharding
+        del x
         size = spec.bytes * spec.group if spec.kind == "all_gather" else spec.bytes
-        algbw = size / tm.time_s if tm.time_s > 0 else float("nan")
-        rows.append({
-            "kind": spec.kind, "group": spec.group, "bytes": spec.bytes, "size_bytes": size,
-            "time_s": tm.time_s, "time_p10_s": tm.time_p10_s, "time_p90_s": tm.time_p90_s,
-            "algbw_Bps": algbw, "busbw_Bps": algbw * _BUS_FACTOR[spec.kind](spec.group),
-            "schedule": sched.to_dict(),
-        })
+        row = {"kind": spec.kind, "group": spec.group, "bytes": spec.bytes, "size_bytes": size,
+               "schedule": sched.to_dict()}
+
+        def make(shape=shape, sharding=sharding):
+            import jax.numpy as jnp
+
+            return jax.jit(lambda: jnp.ones(shape, jnp.float32), out_shardings=sharding)()
+
+        out.append(Prepared(compiled, make, row))
         if progress:
             progress(i + 1, len(specs), spec.name)
-    return rows
+    return out
+
+
+def finish_microbenchmark(p: Prepared) -> dict:
+    r = p.row
+    t = r["time_s"]
+    r["algbw_Bps"] = r["size_bytes"] / t if t > 0 else float("nan")
+    r["busbw_Bps"] = r["algbw_Bps"] * _BUS_FACTOR[r["kind"]](r["group"])
+    return r
 
 
 # -- 2. fit --------------------------------------------------------------------------
@@ -254,7 +266,8 @@ def profile_from_fit(f: dict, num_devices: int, backend: str, note: str) -> dict
     """The calibrated profile (schema of docs/simulator.md) from a fit."""
     p = f["params"]
     src = f"calibrated by `python -m executor calibrate` ({note}); NNLS fit of {f['points']} " \
-          f"microbenchmarks, fit MAPE {100 * f['fit_mape']:.1f}%"
+          f"measured programs ({f.get('n_micro', '?')} microbenchmarks + {f.get('n_train', '?')} " \
+          f"training plans), fit MAPE {100 * f['fit_mape']:.1f}%"
 
     def bw(k):
         inv = p[f"{k}.inv_bw"]
@@ -315,29 +328,28 @@ def predict_s(schedule, profile, overhead_s: float) -> float:
     return simulate(schedule, profile).time_s + overhead_s
 
 
-def measure_plans(cases, grid: dict, progress=None, label: str = "plans") -> list[dict]:
-    """Measure whole redistributions: our plans (both planners) and XLA's (both
-    partitioners), each with its schedule (ours from the plan's compiled HLO too)."""
+def prepare_plans(cases, progress=None, label: str = "plans") -> list[Prepared]:
+    """Compile (and check) whole redistributions: our plans from both planners and
+    XLA's from both partitioners, each with its schedule read from the compiled HLO."""
     from executor.run import run_plan, xla_reshard
     from synth.planners import synthesize
 
-    rows = []
-    kw = dict(measure=True, warmup=grid["warmup"], repeats=grid["repeats"], strict=False)
+    out = []
     for ci, (mesh, src, dst) in enumerate(cases):
-        runs = [run_plan(synthesize(mesh, src, dst, planner), **kw) for planner in ("normal", "easy")]
-        runs += [xla_reshard(mesh, src, dst, part, **kw) for part in ("shardy", "gspmd")]
+        runs = [run_plan(synthesize(mesh, src, dst, planner), strict=False) for planner in ("normal", "easy")]
+        runs += [xla_reshard(mesh, src, dst, part, measure=False) for part in ("shardy", "gspmd")]
         for r in runs:
-            rows.append({
+            row = {
                 "case": ci, "mesh": str(mesh), "src": str(src), "dst": str(dst),
                 "global_bytes": int(np.prod(src.shape)) * 4, "strategy": r.strategy,
-                "correct": r.correct, "time_s": r.timing.time_s, "time_p10_s": r.timing.time_p10_s,
-                "time_p90_s": r.timing.time_p90_s, "ops": len(r.schedule.ops),
+                "correct": r.correct, "ops": len(r.schedule.ops),
                 "collectives": r.collectives, "full_remat": r.full_remat,
                 "schedule": r.schedule.to_dict(),
-            })
+            }
+            out.append(Prepared(r.compiled, r.make_input, row))
         if progress:
             progress(ci + 1, len(cases), f"{label}: {mesh} {src} -> {dst}")
-    return rows
+    return out
 
 
 def validate(profile_path: str, overhead_s: float, rows: list[dict]) -> list[dict]:
@@ -356,6 +368,9 @@ def validate(profile_path: str, overhead_s: float, rows: list[dict]) -> list[dic
         row.update(measured_s=r["time_s"], predicted_s=pred,
                    abs_pct_err=100.0 * abs(pred - r["time_s"]) / r["time_s"],
                    abs_pct_err_vs_p10=100.0 * abs(pred - r["time_p10_s"]) / r["time_p10_s"])
+        a, b = r.get("time_first_half_s"), r.get("time_second_half_s")
+        if a and b:
+            row["retest_pct"] = 100.0 * abs(a - b) / (0.5 * (a + b))
         out.append(row)
     return out
 
@@ -382,35 +397,36 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
     out.parent.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda *a: None)
 
-    micro = run_microbenchmarks(grid, devs, progress=lambda i, n, s: say("microbench", i, n, s))
+    micro = prepare_microbenchmarks(grid, devs, progress=lambda i, n, s: say("compile microbenchmarks", i, n, s))
     train_cases = heldout_cases(grid, seed, len(devs), grid["train_cases"])
     test_cases = heldout_cases(grid, seed + 1000, len(devs), grid["heldout_cases"])
-    train = measure_plans(train_cases, grid, lambda i, n, s: say("train", i, n, s), "train")
-    test = measure_plans(test_cases, grid, lambda i, n, s: say("held-out", i, n, s), "held-out")
-    f = fit(micro + train, len(devs))
+    train = prepare_plans(train_cases, lambda i, n, s: say("compile training plans", i, n, s), "train")
+    test = prepare_plans(test_cases, lambda i, n, s: say("compile held-out plans", i, n, s), "held-out")
+    interleaved_timing(micro + train + test, grid["rounds"], grid["per_round"], seed,
+                       progress=lambda i, n, s: say("timing rounds", i, n, s))
+    micro_rows = [finish_microbenchmark(p) for p in micro]
+    train_rows = [p.row for p in train]
+    test_rows = [p.row for p in test]
+    del micro, train, test
+    f = fit(micro_rows + train_rows, len(devs))
+    f.update(n_micro=len(micro_rows), n_train=len(train_rows))
     note = (f"{mode} grid, {backend} backend, {len(devs)} devices, jax {jax.__version__}, "
             f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d')}")
     prof = profile_from_fit(f, len(devs), backend, note)
     from models.calibration import write_profile
 
     write_profile(prof, out)  # checks that it loads as a profile first
-    for r, p in zip(micro + train, f["pred"]):
+    for r, p in zip(micro_rows + train_rows, f["pred"]):
         r["fit_s"] = p
-    for r in micro:
+    for r in micro_rows + train_rows:
         r.pop("schedule")
-    held = validate(str(out), f["params"]["program_overhead_s"], test)
-    # the noise floor: the same held-out plans measured again, later
-    again = measure_plans(test_cases, grid, lambda i, n, s: say("re-measure", i, n, s), "re-measure")
-    for h, a in zip(held, again):
-        h["remeasured_s"] = a["time_s"]
-        both = 0.5 * (h["measured_s"] + a["time_s"])
-        h["abs_pct_err_vs_mean_of_two"] = 100.0 * abs(h["predicted_s"] - both) / both
-    retest = np.array([100 * abs(a["time_s"] - h["measured_s"]) / h["measured_s"] for h, a in zip(held, again)])
-    for r in train:
-        r.pop("schedule")
+    held = validate(str(out), f["params"]["program_overhead_s"], test_rows)
+    retest = np.array([h["retest_pct"] for h in held if "retest_pct" in h])
     errs = np.array([r["abs_pct_err"] for r in held])
     sim_only = np.array([100 * abs(r["predicted_s"] - f["params"]["program_overhead_s"] - r["measured_s"])
                          / r["measured_s"] for r in held])
+    train = train_rows
+    micro = micro_rows
     by = {}
     for r in held:
         by.setdefault(r["strategy"], []).append(r["abs_pct_err"])
@@ -424,9 +440,10 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
         "mape_vs_p10": float(np.mean([r["abs_pct_err_vs_p10"] for r in held])) if held else None,
         "n_train_plans": len(train),
         "retest_mape": float(retest.mean()) if len(retest) else None,
-        "mape_vs_mean_of_two": float(np.mean([h["abs_pct_err_vs_mean_of_two"] for h in held])) if held else None,
-        "retest_note": "mean |second measurement - first| / first over the held-out plans: the error "
-                       "a perfect model would still show on this host at this time",
+        "retest_note": "mean |t_even - t_odd| / mean(t_even, t_odd) over the held-out plans, where "
+                       "t_even and t_odd are the medians of the even and odd timing rounds: two "
+                       "independent measurements of the same program taken in the same interleaved "
+                       "session; the error a perfect model would still show on this host",
         "n_heldout": len(held),
         "mape_by_strategy": {k: float(np.mean(v)) for k, v in by.items()},
         "worst": [{k: r[k] for k in ("mesh", "src", "dst", "strategy", "measured_s", "predicted_s",

@@ -40,23 +40,42 @@ def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = 
             devices=None, keep=False) -> dict:
     """Run and measure our plan and XLA's resharding under Shardy and GSPMD.
 
+    Each program is checked element by element, then all three are timed together:
+    ``warmup`` untimed calls each, then ``repeats`` interleaved rounds (random order,
+    ``block_until_ready``); median, p10 and p90 per program.
+
     Returns ``{"ours": {...}, "xla_shardy": {...}, "xla_gspmd": {...}}``; each entry has
     ``correct``, ``time_s`` (median), ``time_p10_s``, ``time_p90_s``, ``temp_bytes``,
     ``temp_plus_output_bytes``, ``full_remat`` and ``collectives``. With ``keep`` the
     :class:`executor.run.RunResult` objects come back too (under ``"_results"``)."""
+    from executor.measure import Prepared, interleaved_timing
     from executor.run import make_input, resolve_dtype, run_plan, xla_reshard
 
     mesh, src, dst = parse_case(mesh, src, dst)
     dtype, itemsize = resolve_dtype(dtype, itemsize)
     plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
     x = make_input(src, dtype, seed)
-    kw = dict(measure=True, warmup=warmup, repeats=repeats, devices=devices)
+    kw = dict(measure=False, devices=devices)
     results = {
         "ours": run_plan(plan, x, strict=False, **kw),
         "xla_shardy": xla_reshard(mesh, src, dst, "shardy", x, strict=False, **kw),
         "xla_gspmd": xla_reshard(mesh, src, dst, "gspmd", x, strict=False, **kw),
     }
-    out = {k: r.to_dict() for k, r in results.items()}
+    # one protocol for all three: warm-up, then `repeats` rounds that each run the three
+    # programs in a random order (one untimed + one timed call each), so load from other
+    # processes falls on all of them alike
+    progs = [Prepared(r.compiled, r.make_input) for r in results.values()]
+    for p in progs:
+        xin = p.make_input()
+        for _ in range(max(0, warmup)):
+            p.compiled(xin).block_until_ready()
+        del xin
+    interleaved_timing(progs, rounds=repeats, per_round=1, seed=seed)
+    out = {}
+    for (k, r), p in zip(results.items(), progs):
+        d = r.to_dict()
+        timing = {f: p.row[f] for f in ("time_s", "time_p10_s", "time_p90_s", "repeats")}
+        out[k] = {"correct": d.pop("correct"), **timing, **d}
     out["ours"]["plan_steps"] = [str(c) if c.kind != "all_permute" else "AllPermute" for c in plan.steps]
     out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
     if keep:

@@ -9,7 +9,7 @@ where the backend has it, ``device.memory_stats()['peak_bytes_in_use']``.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -89,3 +89,47 @@ def memory_of(compiled, devices=()) -> Memory:
         if stats and "peak_bytes_in_use" in stats:
             peak = max(peak or 0, int(stats["peak_bytes_in_use"]))
     return Memory(temp, out, arg, peak)
+
+
+@dataclass
+class Prepared:
+    """A compiled program ready for interleaved timing, and its row of results."""
+
+    compiled: object
+    make_input: object
+    row: dict = field(default_factory=dict)
+
+
+def interleaved_timing(progs: list[Prepared], rounds: int, per_round: int, seed: int = 0,
+                       progress=None) -> None:
+    """Time every program in ``rounds`` rounds, in a fresh random order each round: one
+    untimed warm-up call, then ``per_round`` timed calls with ``block_until_ready``.
+
+    Load from other processes drifts over minutes; interleaving spreads it evenly over
+    all programs (fit, training and held-out alike) instead of biasing whichever ran
+    during a busy spell. Sets ``time_s`` (median of all samples), ``time_p10_s``,
+    ``time_p90_s``, ``repeats``, and ``time_first_half_s`` / ``time_second_half_s``
+    (medians of the even and odd rounds: two independent measurements of the same
+    program, whose disagreement is the noise floor)."""
+    rng = np.random.default_rng(seed)
+    samples = [[] for _ in progs]
+    for r in range(rounds):
+        for i in rng.permutation(len(progs)):
+            p = progs[i]
+            x = p.make_input()
+            p.compiled(x).block_until_ready()
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                p.compiled(x).block_until_ready()
+                samples[i].append((r, time.perf_counter() - t0))
+            del x
+        if progress:
+            progress(r + 1, rounds, f"round {r + 1}: {len(progs)} programs")
+    for p, sm in zip(progs, samples):
+        a = np.array([t for _, t in sm])
+        even = np.array([t for r, t in sm if r % 2 == 0])
+        odd = np.array([t for r, t in sm if r % 2 == 1])
+        p.row.update(time_s=float(np.median(a)), time_p10_s=float(np.percentile(a, 10)),
+                     time_p90_s=float(np.percentile(a, 90)), repeats=len(a),
+                     time_first_half_s=float(np.median(even)) if len(even) else None,
+                     time_second_half_s=float(np.median(odd)) if len(odd) else None)

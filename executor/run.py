@@ -180,6 +180,18 @@ class RunResult:
     full_remat: bool
     hlo_text: str = field(default="", repr=False)
     log: str = field(default="", repr=False)
+    compiled: object = field(default=None, repr=False, compare=False)
+    input_sharding: object = field(default=None, repr=False, compare=False)
+    input_shape: tuple = ()
+    input_dtype: str = ""
+
+    def make_input(self):
+        """A fresh device array the compiled program takes (zeros; for re-timing)."""
+        import jax
+        import jax.numpy as jnp
+
+        shape, dt, sh = self.input_shape, self.input_dtype, self.input_sharding
+        return jax.jit(lambda: jnp.zeros(shape, dt), out_shardings=sh)()
 
     @property
     def collectives(self) -> list[str]:
@@ -214,7 +226,8 @@ def _finish(strategy, fn, compiled, xs, x, dst, mesh, jmesh, measure, warmup, re
                             name=f"{strategy}: {mesh}", log=log)
     sched.meta.update({"mesh": str(mesh), "dst": str(dst), "itemsize": itemsize, "strategy": strategy})
     return RunResult(strategy, err is None, err, timing, memory_of(compiled, list(jmesh.devices.flat)),
-                     sched, bool(sched.meta.get("full_remat")), text, log)
+                     sched, bool(sched.meta.get("full_remat")), text, log, compiled, xs.sharding,
+                     tuple(x.shape), str(x.dtype))
 
 
 def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = None,
