@@ -167,7 +167,7 @@ def build_report(out_dir, html_path=None, planner: str = "normal") -> Report:
         raise ExperimentError(f"report: no rows for planner {planner!r} in {out_dir}; planners there: "
                               f"{sorted(set(df['planner'].dropna()))}")
     base = df[df["baseline"]]
-    others = [p for p in (*XLA, "easy") if p != planner and p in set(df["planner"])]
+    others = [p for p in (*XLA, "normal", "easy") if p != planner and p in set(df["planner"])]
     rep = Report(str(out_dir), str(html_path or Path(out_dir) / "report.html"), planner, len(df),
                  {str(k): int(v) for k, v in df["status"].value_counts().items()})
     try:
