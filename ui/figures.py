@@ -193,10 +193,14 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
     for (u, v), b in pair_bytes.items():
         (x0, y0), (x1, y1) = pos[u], pos[v]
         pts = [(x0, y0), (x1, y1)]
-        if abs(x0 - x1) + abs(y0 - y1) > 1.5 and g.graph.get("kind") == "torus":
-            # a wraparound link: bow it out so it does not hide the row
+        dims = g.graph.get("dims", ())
+        between_planes = len(dims) == 3 and g.edges[u, v].get("dim") == 0
+        if g.graph.get("kind") == "torus" and (between_planes or abs(x0 - x1) + abs(y0 - y1) > 1.5):
+            # links between the drawn planes, and wraparound links, are bowed so they
+            # do not hide the rows they would otherwise run along
             mx, my = (x0 + x1) / 2, (y0 + y1) / 2
-            off = 0.35 if y0 == y1 else 0.0
+            span = abs(x0 - x1) / (dims[-1] + 1) if between_planes else 1.0
+            off = (0.3 * span if between_planes else 0.35) if y0 == y1 else 0.0
             offx = 0.35 if x0 == x1 else 0.0
             pts = [(x0, y0), (mx + offx, my + off), (x1, y1)]
         level = 0 if b <= 0 else min(bins - 1, int(b / top * (bins - 1) + 0.5))
@@ -232,8 +236,8 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
                         marker=dict(size=14, symbol="square", color="#555"), hoverinfo="text")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, scaleanchor="x")
-    fig.update_layout(title=f"Topology of {res.machine.spec}: link load (chips show their mesh device id)",
-                      height=420, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white")
+    fig.update_layout(title=f"Link load on {res.machine.spec} (each chip shows the mesh device placed on it)",
+                      height=460, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white")
     return fig
 
 

@@ -69,9 +69,8 @@ def main():
     else:
         st.info("The plan has no steps (source and target are the same sharding): nothing to "
                 "replay. Pick another target in the sidebar.")
-    left, right = st.columns(2)
-    left.plotly_chart(figs["memory"], key="sim_memory")
-    right.plotly_chart(figs["topology"], key="sim_topology")
+    st.plotly_chart(figs["topology"], key="sim_topology")
+    st.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
     st.dataframe(_ops_frame(res), hide_index=True)
 
