@@ -281,3 +281,13 @@ def test_error_names_the_input():
     _set(at, dst="P('data', 'data')")
     assert len(at.error) == 1
     assert at.error[0].value.startswith("target sharding \"P('data', 'data')\"")
+
+
+def test_machine_list_holds_loadable_profiles_only():
+    import models
+
+    at = _app().run()
+    options = at.sidebar.selectbox(key="machine_profile").options
+    assert "tpu-v4" in options
+    for name in options:
+        assert models.load_profile(name).num_devices >= 1

@@ -138,7 +138,8 @@ def machine_profiles() -> list[str]:
     """Names of the hardware profiles ``models`` ships (fallback: the default one)."""
     try:
         models = importlib.import_module("models")
-        names = [str(n) for n in models.available_profiles()]
+        # calibration writes NAME.report.json next to NAME.json; the report is no profile
+        names = [str(n) for n in models.available_profiles() if not str(n).endswith(".report")]
     except Exception:  # noqa: BLE001 - models not there yet: plan without a machine
         return list(FALLBACK_PROFILES)
     return names or list(FALLBACK_PROFILES)
