@@ -117,7 +117,9 @@ def main():
     st.subheader("Measured on this machine's JAX backend")
     st.caption("Runs our plan (shard_map) and XLA's resharding for real on the local backend "
                f"({plan.mesh.size} CPU devices here), checks every output element, and times them. "
-               "CPU numbers say which strategy moves less data, not what a TPU would take.")
+               "CPU numbers say which strategy moves less data, not what a TPU would take. "
+               f"The array is {fmt_bytes(plan.src.num_elems() * plan.itemsize)}; large arrays on many "
+               "CPU devices take minutes.")
     mkey = "measure|" + key + "|" + sc.planner
     if not have_exec:
         st.info("Measuring needs the executor package (JAX).")
