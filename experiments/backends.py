@@ -243,11 +243,12 @@ def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "s
         from models.placement import Placement
 
         chips = list(Placement.of(place, mesh, machine).chips)
-        t = analytic.schedule_time_s(schedule, machine, chips)["time_s"]
+        at = analytic.schedule_time_s(schedule, machine, chips)
         lb, _ = analytic.schedule_lower_bound(schedule, machine, chips)
         m = schedule_metrics(schedule)
-        return {"time_s": float(t), "lower_bound_s": float(lb), "peak_bytes": m["peak_pair_bytes"],
-                "sim_backend": "analytic"}
+        comm = sum(t for o, t in zip(schedule.ops, at["ops_s"]) if not o.is_local)
+        return {"time_s": float(at["time_s"]), "comm_time_s": float(comm), "lower_bound_s": float(lb),
+                "peak_bytes": m["peak_pair_bytes"], "sim_backend": "analytic"}
     if engine != "simpy":
         raise ExperimentError(f"runner.simulator {engine!r}: use 'simpy' or 'analytic'")
     import simulator
@@ -261,6 +262,8 @@ def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "s
         "lower_bound_s": float(r.lower_bound_s) if getattr(r, "lower_bound_s", None) is not None else None,
         "peak_bytes": int(r.peak_bytes_max_device),
         "sim_backend": "simpy",
+        # Time in communicating ops only (local copies and slices left out).
+        "comm_time_s": float(sum(o["duration_s"] for o in r.ops if o["kind"] not in ("dyn_slice", "copy"))),
     }
     link = getattr(r, "link_bytes_max", None)
     if link is not None:

@@ -41,7 +41,7 @@ def load_rows(out_dir):
     for c in ROW_FIELDS:
         if c not in df:
             df[c] = None
-    for c in ("time_s", "lower_bound_s", "time_over_lb", "peak_bytes", "bound_bytes", "max_shard_bytes",
+    for c in ("time_s", "comm_time_s", "lower_bound_s", "time_over_lb", "peak_bytes", "bound_bytes", "max_shard_bytes",
               "max_shard_over_bound", "peak_over_bound", "bandwidth_scale", "latency_scale", "itemsize",
               "measured_time_s", "measured_temp_bytes", "num_devices"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
@@ -57,6 +57,8 @@ def geomean(xs) -> float:
 
 def paired(df, ours: str, other: str):
     """One row per case x machine x knobs with both strategies ok: times, memory, remat."""
+    import pandas as pd
+
     ok = df[df["status"] == "ok"]
     a = ok[ok["planner"] == ours].set_index(_KEY)
     b = ok[ok["planner"] == other].set_index(_KEY)
@@ -64,6 +66,9 @@ def paired(df, ours: str, other: str):
     if j.empty:
         return j
     j["speedup"] = j["time_s_other"] / j["time_s_ours"]
+    if "comm_time_s_ours" in j:
+        co, cx = (pd.to_numeric(j[c], errors="coerce") for c in ("comm_time_s_ours", "comm_time_s_other"))
+        j["comm_speedup"] = (cx / co).where((co > 0) & (cx > 0))
     return j
 
 
@@ -85,16 +90,17 @@ class Report:
 
     def markdown(self) -> str:
         lines = [
-            f"| {self.planner} vs | machine | cases | geomean speedup | max speedup | min speedup | "
-            "cases we lose | XLA over memory bound | ours over bound | XLA full remat | "
-            f"geomean time/LB ({self.planner}) | geomean time/LB (XLA) |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {self.planner} vs | machine | case x machine | geomean speedup | max speedup | min speedup | "
+            "cases we lose | geomean speedup, collectives only | other over memory bound | "
+            f"{self.planner} over memory bound | XLA full remat | geomean time/LB ({self.planner}) | "
+            "geomean time/LB (other) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in self.summary + self.by_machine:
             lines.append(
                 f"| {s['vs']} | {s['machine']} | {s['cases']} | {_fx(s['geomean_speedup'])} | "
                 f"{_fx(s['max_speedup'])} | {_fx(s['min_speedup'])} | {s['losses']} | "
-                f"{_pct(s['other_over_bound_share'])} | {_pct(s['ours_over_bound_share'])} | "
+                f"{_fx(s['geomean_comm_speedup'])} | {_pct(s['other_over_bound_share'])} | {_pct(s['ours_over_bound_share'])} | "
                 f"{_pct(s['other_full_remat_share'])} | {_fx(s['geomean_time_over_lb_ours'])} | "
                 f"{_fx(s['geomean_time_over_lb_other'])} |"
             )
@@ -104,14 +110,14 @@ class Report:
         st = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
         out = [f"{self.config_name or self.out_dir}: {self.rows} rows ({st})", ""]
         hdr = (f"{'vs':12s} {'machine':14s} {'cases':>5s} {'geo speedup':>11s} {'max':>7s} {'min':>7s} "
-               f"{'lose':>4s} {'XLA>bound':>9s} {'ours>bound':>10s} {'remat':>6s} {'t/LB ours':>9s} {'t/LB XLA':>9s}")
+               f"{'lose':>4s} {'geo comm':>8s} {'other>bound':>11s} {'ours>bound':>10s} {'remat':>6s} {'t/LB ours':>9s} {'t/LB XLA':>9s}")
         out.append(hdr)
         out.append("-" * len(hdr))
         for s in self.summary + self.by_machine:
             out.append(
                 f"{s['vs']:12s} {s['machine']:14s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
                 f"{_fx(s['max_speedup']):>7s} {_fx(s['min_speedup']):>7s} {s['losses']:4d} "
-                f"{_pct(s['other_over_bound_share']):>9s} {_pct(s['ours_over_bound_share']):>10s} "
+                f"{_fx(s['geomean_comm_speedup']):>8s} {_pct(s['other_over_bound_share']):>11s} {_pct(s['ours_over_bound_share']):>10s} "
                 f"{_pct(s['other_full_remat_share']):>6s} {_fx(s['geomean_time_over_lb_ours']):>9s} "
                 f"{_fx(s['geomean_time_over_lb_other']):>9s}"
             )
@@ -133,7 +139,7 @@ def _stats(j, vs: str, machine: str) -> dict:
     n = len(j)
     s = {"vs": vs, "machine": machine, "cases": int(n)}
     if n == 0:
-        s.update(dict.fromkeys(["geomean_speedup", "max_speedup", "min_speedup",
+        s.update(dict.fromkeys(["geomean_speedup", "geomean_comm_speedup", "max_speedup", "min_speedup",
                                 "other_over_bound_share", "ours_over_bound_share", "other_full_remat_share",
                                 "geomean_time_over_lb_ours", "geomean_time_over_lb_other",
                                 "geomean_memory_ours", "geomean_memory_other"], float("nan")))
@@ -143,6 +149,7 @@ def _stats(j, vs: str, machine: str) -> dict:
     remat = j["full_remat_other"].map(lambda v: bool(v) if v is not None and v == v else False)
     s.update({
         "geomean_speedup": geomean(j["speedup"]),
+        "geomean_comm_speedup": geomean(j["comm_speedup"]) if "comm_speedup" in j else float("nan"),
         "max_speedup": float(j["speedup"].max()),
         "max_case": f"{j.loc[imax, 'case']} ({j.loc[imax, 'machine']})",
         "min_speedup": float(j["speedup"].min()),
@@ -278,7 +285,7 @@ def _summary_html(rep: Report) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(s['vs'])}</td><td>{html.escape(s['machine'])}</td><td>{s['cases']}</td>"
         f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['max_speedup'])}</td><td>{_fx(s['min_speedup'])}</td>"
-        f"<td>{s['losses']}</td><td>{_pct(s['other_over_bound_share'])}</td>"
+        f"<td>{s['losses']}</td><td>{_fx(s['geomean_comm_speedup'])}</td><td>{_pct(s['other_over_bound_share'])}</td>"
         f"<td>{_pct(s['ours_over_bound_share'])}</td><td>{_pct(s['other_full_remat_share'])}</td>"
         f"<td>{_fx(s['geomean_time_over_lb_ours'])}</td><td>{_fx(s['geomean_time_over_lb_other'])}</td></tr>"
         for s in rep.summary + rep.by_machine)
@@ -286,7 +293,8 @@ def _summary_html(rep: Report) -> str:
         f"<li>vs {html.escape(s['vs'])}: max on {html.escape(s['max_case'])}, min on {html.escape(s['min_case'])}</li>"
         for s in rep.summary if s["cases"])
     return (f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>cases</th><th>geomean speedup</th>"
-            "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>other over memory bound</th>"
+            "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>geomean speedup, collectives only</th>"
+            "<th>other over memory bound</th>"
             "<th>ours over bound</th><th>XLA full remat</th><th>geomean time/LB (ours)</th>"
             f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>")
 

@@ -17,7 +17,7 @@ from experiments.case import ExperimentError
 ROW_FIELDS = [
     "id", "status", "error", "suite", "case", "layout", "ref", "mesh", "num_devices", "src", "dst",
     "shape", "dtype", "itemsize", "array_bytes", "machine", "planner", "bandwidth_scale",
-    "latency_scale", "placement", "baseline", "time_s", "lower_bound_s", "time_over_lb",
+    "latency_scale", "placement", "baseline", "time_s", "comm_time_s", "lower_bound_s", "time_over_lb",
     "peak_bytes", "bound_bytes", "max_shard_bytes", "max_shard_over_bound", "peak_over_bound",
     "peak_live_bytes", "recv_bytes_max_device", "recv_lower_bound_bytes", "num_collectives",
     "num_ops", "full_remat", "link_bytes_max", "measured_time_s", "measured_temp_bytes",

@@ -126,7 +126,7 @@ def test_report_html_and_summary(smoke, tmp_path):
             float((xb["max_shard_bytes"] > xb["bound_bytes"]).mean()))
         assert vs[p]["ours_over_bound_share"] == 0.0
     md = rep.markdown()
-    assert md.splitlines()[0].startswith("| normal vs | machine | cases | geomean speedup")
+    assert md.splitlines()[0].startswith("| normal vs | machine | case x machine | geomean speedup")
     assert "| xla-shardy | all |" in md
 
 
