@@ -386,14 +386,14 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
 
     from executor._jaxsetup import ensure_devices
 
+    out = Path(out_path)
+    if out.suffix != ".json":
+        raise ExecutorError(f"--out {out_path}: the calibrated profile is written as JSON; use a .json path")
     t0 = time.perf_counter()
     devs = ensure_devices(devices)[: devices or None]
     backend = jax.default_backend()
     grid = TINY_GRID if tiny else (QUICK_GRID if quick else FULL_GRID)
     mode = "tiny" if tiny else ("quick" if quick else "full")
-    out = Path(out_path)
-    if out.suffix != ".json":
-        raise ExecutorError(f"--out {out_path}: the calibrated profile is written as JSON; use a .json path")
     out.parent.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda *a: None)
 
