@@ -121,6 +121,11 @@ def test_report_html_and_summary(smoke, tmp_path):
         assert vs[p]["geomean_speedup"] == pytest.approx(float(np.exp(np.log(sp).mean())))
         assert vs[p]["max_speedup"] == pytest.approx(sp.max())
         assert vs[p]["min_speedup"] == pytest.approx(sp.min())
+        co = b[b["planner"] == "normal"].set_index(key)["comm_time_s"]
+        cx = b[b["planner"] == p].set_index(key)["comm_time_s"]
+        cs = (cx / co.loc[cx.index])[(cx > 0) & (co.loc[cx.index] > 0)].to_numpy()
+        assert vs[p]["geomean_comm_speedup"] == pytest.approx(float(np.exp(np.log(cs).mean())))
+        assert ((b["comm_time_s"] <= b["time_s"] * (1 + 1e-9))).all()
         xb = b[b["planner"] == p]
         assert vs[p]["other_over_bound_share"] == pytest.approx(
             float((xb["max_shard_bytes"] > xb["bound_bytes"]).mean()))
