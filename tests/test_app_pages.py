@@ -282,6 +282,23 @@ def test_sweeps_browse_filter_and_report(results):
     assert at.download_button(key="sweeps_download_report").label == "Download report.html"
 
 
+def test_sweeps_switching_folder_keeps_only_valid_filters(results, tmp_path):
+    at = _app("ui/pages/sweeps.py")
+    at.text_input(key="sweeps_dir").set_value(str(results)).run()
+    at.multiselect(key="sweeps_planner").set_value(["easy"]).run()
+    _ok(at)
+    # a second folder with the normal planner only
+    other = tmp_path / "normal-only"
+    other.mkdir()
+    lines = [line for line in (results / "rows.jsonl").read_text().splitlines()
+             if line and json.loads(line)["planner"] == "normal"]
+    (other / "rows.jsonl").write_text("\n".join(lines) + "\n")
+    at.text_input(key="sweeps_dir").set_value(str(other)).run()
+    _ok(at)
+    assert at.multiselect(key="sweeps_planner").value == []
+    assert len(at.dataframe[0].value) == len(lines)
+
+
 def test_sweeps_bad_folder_is_an_error(tmp_path):
     at = _app("ui/pages/sweeps.py")
     at.text_input(key="sweeps_dir").set_value(str(tmp_path / "nope")).run()

@@ -87,6 +87,8 @@ def main():
                 "`python -m executor calibrate --quick --out models/profiles/calibrated/cpu-8.json` "
                 "(8 CPU devices; a few minutes).")
         return
+    if st.session_state.get("calib_profile") not in files:  # the folder changed
+        st.session_state["calib_profile"] = files[0]
     path = st.selectbox("Profile", files, key="calib_profile", format_func=lambda p: Path(p).stem)
     try:
         prof, rep = compute.read_calibration(path)

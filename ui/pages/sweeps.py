@@ -20,6 +20,8 @@ def _pick_folder() -> str | None:
     c1, c2 = st.columns([2, 3])
     picked = None
     if found:
+        if st.session_state.get("sweeps_pick") not in found:  # a folder went away
+            st.session_state["sweeps_pick"] = found[0]
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
     else:
@@ -32,6 +34,8 @@ def _pick_folder() -> str | None:
 
 def _multiselect(label, df, col, key):
     opts = sorted(str(v) for v in df[col].dropna().unique())
+    if key in st.session_state:  # keep only choices the current folder has
+        st.session_state[key] = [v for v in st.session_state[key] if v in opts]
     chosen = st.multiselect(label, opts, key=key, placeholder="all")
     return df if not chosen else df[df[col].astype(str).isin(chosen)]
 
