@@ -56,7 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    import signal
+
+    try:
+        signal.signal(signal.SIGTERM, _sigterm)  # a polite kill stops the workers too
+    except ValueError:  # not in the main thread
+        pass
     try:
         args = build_parser().parse_args(argv)
         if args.cmd == "run":

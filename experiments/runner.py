@@ -125,6 +125,7 @@ def write_tables(out_dir) -> dict:
 def _worker_main(conn, opts):
     """Worker loop: receive a unit, send back its rows; exit when the parent goes."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    _exit_with_parent()
     from experiments import backends
     from experiments.worker import run_unit
 
@@ -145,6 +146,22 @@ def _worker_main(conn, opts):
             conn.send(rows)
         except (BrokenPipeError, OSError):
             return
+
+
+def _exit_with_parent():
+    """Stop this worker within a second of its parent dying (even by SIGKILL), instead
+    of finishing a long unit nobody will read."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 @dataclass

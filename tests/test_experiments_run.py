@@ -31,6 +31,20 @@ def _cli(*args, timeout=600, **kw):
                           capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
 def _journal_lines(d: Path) -> list[dict]:
     return [json.loads(x) for x in (d / "rows.jsonl").read_text().splitlines() if x.strip()]
 
@@ -173,6 +187,7 @@ def test_killed_run_resumes_without_losing_or_duplicating_rows(tmp_path):
         while time.monotonic() < deadline:
             j = out / "rows.jsonl"
             if j.exists() and len(j.read_text().splitlines()) >= 5:
+                workers = _children(p.pid)
                 break
             time.sleep(0.05)
         else:
@@ -182,6 +197,13 @@ def test_killed_run_resumes_without_losing_or_duplicating_rows(tmp_path):
         p.wait()
     partial = read_journal(out)
     assert 5 <= len(partial) < len(expected)
+    # The workers notice their parent is gone and stop within about a second.
+    deadline = time.monotonic() + 10
+    while workers and time.monotonic() < deadline:
+        workers = [w for w in workers if Path(f"/proc/{w}").exists() and
+                   b"multiprocessing" in Path(f"/proc/{w}/cmdline").read_bytes()]
+        time.sleep(0.2)
+    assert not workers, f"worker processes {workers} outlived the killed run"
     r = _cli("run", cfg_path, "--out", out, "--json", "--no-progress")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
