@@ -307,7 +307,12 @@ def _drive(todo, n, opts, timeout_s, journal, bar, summary, done):
                 if k is None:
                     w = pool.replace(w)  # wrong JAX device count: start afresh
                     k = 0
-                pool.submit(w, pending.pop(k), timeout_s)
+                unit = pending.pop(k)
+                try:
+                    pool.submit(w, unit, timeout_s)
+                except OSError:  # the idle worker died: start another and hand it the unit
+                    w = pool.replace(w)
+                    pool.submit(w, unit, timeout_s)
             busy = [w for w in pool.workers if w.unit is not None]
             now = time.monotonic()
             wait_s = max(0.05, min(w.deadline for w in busy) - now) if busy else 0.05
