@@ -253,8 +253,9 @@ def available_profiles() -> list[str]:
     """Names :func:`load_profile` resolves (built-ins, then calibrated ones)."""
     names = sorted(p.stem for p in PROFILE_DIR.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
     if CALIBRATED_DIR.is_dir():
+        # ``NAME.report.json`` files are calibration reports, not profiles.
         names += sorted("calibrated/" + p.stem for p in CALIBRATED_DIR.glob("*")
-                        if p.suffix in (".yaml", ".yml", ".json"))
+                        if p.suffix in (".yaml", ".yml", ".json") and not p.stem.endswith(".report"))
     return names
 
 

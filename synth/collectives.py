@@ -16,6 +16,7 @@ kind here has an entry there and in the simulator.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -32,14 +33,52 @@ def _check_dim(t: ArrayType, dim: int, who: str):
         raise CollectiveError(f"{who}: dim {dim} is out of range for rank-{t.rank} type {t}")
 
 
-def _group_of(mesh: Mesh, axis: str, d: int) -> list[int]:
-    """Devices that differ from ``d`` only on ``axis``, ordered by that coordinate."""
-    k = mesh.names.index(axis)
-    stride = 1
-    for s in mesh.sizes[k + 1 :]:
-        stride *= s
-    base = d - int(mesh.coords[d, k]) * stride
-    return [base + j * stride for j in range(mesh.sizes[k])]
+def _axes_tuple(axis) -> tuple[str, ...]:
+    return (axis,) if isinstance(axis, str) else tuple(axis)
+
+
+def _canonical_axis(obj, who: str):
+    """A one-name tuple becomes the name; a list becomes a tuple (frozen, hashable)."""
+    axis = obj.axis
+    if not isinstance(axis, str):
+        axis = tuple(axis)
+        if not axis:
+            raise CollectiveError(f"{who}: needs at least one mesh axis")
+        if len(axis) == 1:
+            axis = axis[0]
+    object.__setattr__(obj, "axis", axis)
+
+
+def _axes_text(axis) -> str:
+    return axis if isinstance(axis, str) else "(" + ",".join(axis) + ")"
+
+
+def _group_size(mesh: Mesh, axis) -> int:
+    n = 1
+    for a in _axes_tuple(axis):
+        n *= mesh.axis_size(a)
+    return n
+
+
+def _group_of(mesh: Mesh, axis, d: int) -> list[int]:
+    """Devices that differ from ``d`` only on ``axis`` (a name or a tuple of names),
+    ordered by the mixed-radix index of those coordinates, major to minor."""
+    names = _axes_tuple(axis)
+    ks = [mesh.names.index(a) for a in names]
+    strides = [math.prod(mesh.sizes[k + 1:]) for k in ks]
+    base = d - sum(int(mesh.coords[d, k]) * st for k, st in zip(ks, strides))
+    group = [base]
+    for k, st in zip(ks, strides):
+        group = [g + j * st for g in group for j in range(mesh.sizes[k])]
+    return group
+
+
+def _group_index(mesh: Mesh, axis, d: int) -> int:
+    idx = 0
+    for a in _axes_tuple(axis):
+        k = mesh.names.index(a)
+        idx = idx * mesh.sizes[k] + int(mesh.coords[d, k])
+    return idx
 
 
 @dataclass(frozen=True)
@@ -63,6 +102,11 @@ class Collective(ABC):
     @abstractmethod
     def to_dict(self) -> dict:
         """JSON form (without the type after the step)."""
+
+    def is_noop(self, t_in: ArrayType, mesh: Mesh) -> bool:
+        """True when no device's data changes (e.g. a collective over size-1 axes):
+        a relabelling of the type that moves and copies nothing."""
+        return _group_size(mesh, self.axis) == 1
 
 
 @dataclass(frozen=True)
@@ -111,23 +155,30 @@ class DynSlice(Collective):
 
 @dataclass(frozen=True)
 class AllGather(Collective):
-    """``axis``, the minor-most axis of ``dim``, is removed: all-gather over ``axis``."""
+    """``axis``, the minor-most axis of ``dim``, is removed: all-gather over ``axis``.
+
+    ``axis`` may be a tuple of axes, the minor-most suffix of ``dim`` in order: one
+    all-gather over their combined group removes them all."""
 
     dim: int
-    axis: str
+    axis: str | tuple[str, ...]
     kind: ClassVar[str] = "all_gather"
+
+    def __post_init__(self):
+        _canonical_axis(self, "AllGather")
 
     def apply(self, t, mesh):
         who = f"AllGather(dim={self.dim}, axis={self.axis!r}) on {t}"
         _check_dim(t, self.dim, who)
-        mesh.axis_size(self.axis)
+        names = _axes_tuple(self.axis)
+        _group_size(mesh, names)
         axes = t.dims[self.dim].axes
-        if not axes or axes[-1] != self.axis:
+        if axes[len(axes) - len(names):] != names or len(names) > len(axes):
             raise CollectiveError(
-                f"{who}: {self.axis!r} must be the minor-most axis of dim {self.dim}, whose "
-                f"axes are {list(axes)}"
+                f"{who}: {_axes_text(self.axis)!r} must be the minor-most axis of dim {self.dim}, "
+                f"whose axes are {list(axes)}"
             )
-        return t.with_dim_axes(self.dim, axes[:-1])
+        return t.with_dim_axes(self.dim, axes[: len(axes) - len(names)])
 
     def run(self, blocks, t_in, t_out, mesh):
         return [
@@ -136,25 +187,32 @@ class AllGather(Collective):
         ]
 
     def recv_elems(self, t_in, t_out, mesh):
-        n = mesh.axis_size(self.axis)
+        n = _group_size(mesh, self.axis)
         return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
 
     def to_dict(self):
-        return {"op": self.kind, "dim": self.dim, "axis": self.axis}
+        axis = self.axis if isinstance(self.axis, str) else list(self.axis)
+        return {"op": self.kind, "dim": self.dim, "axis": axis}
 
     def __str__(self):
-        return f"AllGather({self.dim}, {self.axis})"
+        return f"AllGather({self.dim}, {_axes_text(self.axis)})"
 
 
 @dataclass(frozen=True)
 class AllToAll(Collective):
     """Minor-most axis of ``src_dim`` moves to be minor-most of ``dst_dim``:
-    all-to-all over ``axis``, split ``dst_dim``, concatenate ``src_dim``."""
+    all-to-all over ``axis``, split ``dst_dim``, concatenate ``src_dim``.
+
+    ``axis`` may be a tuple of axes, the minor-most suffix of ``src_dim`` in order:
+    one all-to-all over their combined group moves them all, keeping their order."""
 
     src_dim: int
     dst_dim: int
-    axis: str
+    axis: str | tuple[str, ...]
     kind: ClassVar[str] = "all_to_all"
+
+    def __post_init__(self):
+        _canonical_axis(self, "AllToAll")
 
     def apply(self, t, mesh):
         who = f"AllToAll(src_dim={self.src_dim}, dst_dim={self.dst_dim}, axis={self.axis!r}) on {t}"
@@ -162,28 +220,29 @@ class AllToAll(Collective):
         _check_dim(t, self.dst_dim, who)
         if self.src_dim == self.dst_dim:
             raise CollectiveError(f"{who}: src_dim and dst_dim must differ")
-        n = mesh.axis_size(self.axis)
+        names = _axes_tuple(self.axis)
+        n = _group_size(mesh, names)
         axes = t.dims[self.src_dim].axes
-        if not axes or axes[-1] != self.axis:
+        if axes[len(axes) - len(names):] != names or len(names) > len(axes):
             raise CollectiveError(
-                f"{who}: {self.axis!r} must be the minor-most axis of dim {self.src_dim}, "
-                f"whose axes are {list(axes)}"
+                f"{who}: {_axes_text(self.axis)!r} must be the minor-most axis of dim "
+                f"{self.src_dim}, whose axes are {list(axes)}"
             )
         local = t.local_shape(mesh)[self.dst_dim]
         if local % n:
             raise CollectiveError(
                 f"{who}: local size {local} of dim {self.dst_dim} is not divisible by "
-                f"{self.axis}={n}"
+                f"{'*'.join(f'{a}={mesh.shape[a]}' for a in names)}"
+                + (f" = {n}" if len(names) > 1 else "")
             )
-        t2 = t.with_dim_axes(self.src_dim, axes[:-1])
-        return t2.with_dim_axes(self.dst_dim, t.dims[self.dst_dim].axes + (self.axis,))
+        t2 = t.with_dim_axes(self.src_dim, axes[: len(axes) - len(names)])
+        return t2.with_dim_axes(self.dst_dim, t.dims[self.dst_dim].axes + names)
 
     def run(self, blocks, t_in, t_out, mesh):
-        k = mesh.names.index(self.axis)
-        n = mesh.sizes[k]
+        n = _group_size(mesh, self.axis)
         out = []
         for d in range(len(blocks)):
-            me = int(mesh.coords[d, k])
+            me = _group_index(mesh, self.axis, d)
             pieces = []
             for s in _group_of(mesh, self.axis, d):
                 b = blocks[s]
@@ -195,14 +254,15 @@ class AllToAll(Collective):
         return out
 
     def recv_elems(self, t_in, t_out, mesh):
-        n = mesh.axis_size(self.axis)
+        n = _group_size(mesh, self.axis)
         return np.full(mesh.size, t_in.shard_elems(mesh) * (n - 1) // n, dtype=np.int64)
 
     def to_dict(self):
-        return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim, "axis": self.axis}
+        axis = self.axis if isinstance(self.axis, str) else list(self.axis)
+        return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim, "axis": axis}
 
     def __str__(self):
-        return f"AllToAll({self.src_dim}->{self.dst_dim}, {self.axis})"
+        return f"AllToAll({self.src_dim}->{self.dst_dim}, {_axes_text(self.axis)})"
 
 
 @dataclass(frozen=True)
@@ -232,6 +292,9 @@ class AllPermute(Collective):
     def run(self, blocks, t_in, t_out, mesh):
         src = self.sources(t_in, mesh)
         return [blocks[int(s)] for s in src]
+
+    def is_noop(self, t_in, mesh):
+        return bool((self.sources(t_in, mesh) == np.arange(mesh.size)).all())
 
     def recv_elems(self, t_in, t_out, mesh):
         src = self.sources(t_in, mesh)
@@ -279,14 +342,18 @@ COLLECTIVES: dict[str, type[Collective]] = {
 }
 
 
+def _axis_from_json(axis):
+    return axis if isinstance(axis, str) else tuple(axis)
+
+
 def collective_from_dict(d: dict) -> Collective:
     op = d.get("op")
     if op == "dyn_slice":
         return DynSlice(int(d["dim"]), d["axis"])
     if op == "all_gather":
-        return AllGather(int(d["dim"]), d["axis"])
+        return AllGather(int(d["dim"]), _axis_from_json(d["axis"]))
     if op == "all_to_all":
-        return AllToAll(int(d["src_dim"]), int(d["dst_dim"]), d["axis"])
+        return AllToAll(int(d["src_dim"]), int(d["dst_dim"]), _axis_from_json(d["axis"]))
     if op == "all_permute":
         return AllPermute(ArrayType.parse(d["type"]))
     raise CollectiveError(f"unknown collective op {op!r}; expected one of {sorted(COLLECTIVES)}")
@@ -307,13 +374,13 @@ def _lower_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, Op):
 
 
 def _lower_all_gather(c, t_in, t_out, mesh, in_b, out_b, Op):
-    n = mesh.axis_size(c.axis)
+    n = _group_size(mesh, c.axis)
     return Op("all_gather", in_b, out_b, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
               groups=tuple(tuple(g) for g in mesh.groups(c.axis)), label=str(c))
 
 
 def _lower_all_to_all(c, t_in, t_out, mesh, in_b, out_b, Op):
-    n = mesh.axis_size(c.axis)
+    n = _group_size(mesh, c.axis)
     moved = in_b * (n - 1) // n
     return Op("all_to_all", in_b, out_b, send_bytes=moved, recv_bytes=moved,
               groups=tuple(tuple(g) for g in mesh.groups(c.axis)), label=str(c))

@@ -116,12 +116,16 @@ class Mesh:
             d = d * s + int(coord.get(n, 0))
         return d
 
-    def groups(self, axis: str) -> list[list[int]]:
-        """Device groups that differ only in their ``axis`` coordinate, each
-        ordered by that coordinate. Groups are ordered by their smallest id."""
-        i = self.axis_index(axis)
+    def groups(self, axis: str | tuple[str, ...]) -> list[list[int]]:
+        """Device groups that differ only in their coordinates on ``axis`` (one name or
+        a tuple of names), each ordered by the mixed-radix index of those coordinates,
+        major to minor in the order given (as ``jax.lax`` orders a tuple of axis names).
+        Groups are ordered by their smallest id."""
+        names = (axis,) if isinstance(axis, str) else tuple(axis)
+        idx = [self.axis_index(a) for a in names]
         ids = np.arange(self.size).reshape(self.sizes)
-        moved = np.moveaxis(ids, i, -1).reshape(-1, self.sizes[i])
+        n = math.prod(self.sizes[i] for i in idx)
+        moved = np.moveaxis(ids, idx, list(range(-len(idx), 0))).reshape(-1, n)
         return sorted((row.tolist() for row in moved), key=lambda g: g[0])
 
     def to_dict(self) -> dict[str, int]:

@@ -65,11 +65,19 @@ class Plan:
         return max(self.shard_bytes(t) for t in self.all_types)
 
     @cached_property
+    def noop_steps(self) -> tuple[bool, ...]:
+        """Per step: True when it changes no device's data (a relabelling, such as a
+        collective over size-1 axes). Such steps allocate, move and count nothing."""
+        return tuple(c.is_noop(a, self.mesh) for c, a in zip(self.steps, self.all_types[:-1]))
+
+    @cached_property
     def peak_live_bytes(self) -> int:
-        """Largest input+output pair live during one step (the input alone if no steps)."""
+        """Largest input+output pair live during one step (the input alone if no steps).
+        Relabelling steps (:attr:`noop_steps`) allocate nothing and are skipped."""
         peak = self.shard_bytes(self.src)
-        for a, b in zip(self.all_types[:-1], self.all_types[1:]):
-            peak = max(peak, self.shard_bytes(a) + self.shard_bytes(b))
+        for a, b, noop in zip(self.all_types[:-1], self.all_types[1:], self.noop_steps):
+            if not noop:
+                peak = max(peak, self.shard_bytes(a) + self.shard_bytes(b))
         return peak
 
     @cached_property
@@ -100,7 +108,9 @@ class Plan:
 
     @property
     def num_collectives(self) -> int:
-        return sum(1 for c in self.steps if c.kind != "dyn_slice")
+        """Communicating steps: DynSlices (local) and relabelling steps do not count."""
+        return sum(1 for c, noop in zip(self.steps, self.noop_steps)
+                   if c.kind != "dyn_slice" and not noop)
 
     @property
     def bound_holds(self) -> bool:
@@ -158,7 +168,9 @@ class Plan:
         recv = self.recv_bytes_per_step
         for i, (c, t) in enumerate(zip(self.steps, self.types)):
             rows.append({
-                "step": i + 1, "collective": str(c) if c.kind != "all_permute" else "AllPermute",
+                "step": i + 1,
+                "collective": (str(c) if c.kind != "all_permute" else "AllPermute")
+                + (" (relabel)" if self.noop_steps[i] else ""),
                 "type": str(t), "local_shape": t.local_shape(self.mesh),
                 "shard_bytes": self.shard_bytes(t), "recv_bytes": recv[i],
             })
@@ -167,7 +179,9 @@ class Plan:
     def to_schedule(self) -> Schedule:
         ops = tuple(
             schedule_op(c, a, b, self.mesh, self.itemsize)
-            for c, a, b in zip(self.steps, self.all_types[:-1], self.all_types[1:])
+            for c, a, b, noop in zip(self.steps, self.all_types[:-1], self.all_types[1:],
+                                     self.noop_steps)
+            if not noop
         )
         return Schedule(
             num_devices=self.mesh.size,

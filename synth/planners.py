@@ -10,13 +10,18 @@ AllGathers only. ``A`` and ``B`` use the same set of mesh axes, so every type be
 them has the same shard size, ``N / prod(all used axes)``, which is at most
 ``min(src shard, dst shard)``. Hence the plan never exceeds ``max(src, dst)``.
 
-The middle, ``A -> B``, is a shortest search over AllToAlls with at most one
-AllPermute: a forward search from ``A`` and a backward search from ``B`` meet either
-exactly (AllToAlls only) or on a common local shape (one AllPermute in between, since
-a permute reaches any type of the same local shape). At equal collective counts a
-plan without a permute wins (an all-to-all over ``n`` moves ``(n-1)/n`` of a shard, a
-permute the whole shard). If the search budget runs out, a constructive fallback
-moves each axis with an AllToAll and reorders with AllPermutes.
+The middle, ``A -> B``, is a shortest search over AllToAlls (each may move a suffix
+of several axes at once, over their combined group) with at most one AllPermute: a
+forward search from ``A`` and a backward search from ``B`` meet either exactly
+(AllToAlls only) or on a common local shape (one AllPermute in between, since a
+permute reaches any type of the same local shape). Among the plans with the fewest
+collectives, the one that moves the least data wins (an all-to-all over ``n`` moves
+``(n-1)/n`` of a shard, a permute at most the whole shard). If the search budget runs
+out, a constructive fallback moves each axis with an AllToAll and reorders with
+AllPermutes.
+
+Mesh axes of size 1 hold no data: the planner works on the types without them and
+relabels at either end with an AllPermute that moves nothing (``Plan.noop_steps``).
 
 All intermediate types must divide evenly. That always holds when every global dim
 is divisible by the product of all mesh axis sizes (the paper's precondition). If it
@@ -37,10 +42,8 @@ SEARCH_BUDGET = 4000
 
 
 def plan_easy(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -> Plan:
-    """Gather every source axis (minor-most first), then slice every target axis."""
-    steps = []
-    for i, d in enumerate(src.dims):
-        steps += [AllGather(i, a) for a in reversed(d.axes)]
+    """Gather every source axis (one all-gather per split dim), then slice every target axis."""
+    steps = [AllGather(i, d.axes) for i, d in enumerate(src.dims) if d.axes]
     for i, d in enumerate(dst.dims):
         steps += [DynSlice(i, a) for a in d.axes]
     return Plan.build(mesh, src, dst, steps, itemsize, "easy")
@@ -59,7 +62,32 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
 
 
+def _strip_unit_axes(t: ArrayType, mesh: Mesh) -> ArrayType:
+    return ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims))
+
+
 def _normal_steps(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
+    """Plan on the types without size-1 axes (they hold no data), then relabel: an
+    AllPermute between a type and its stripped form moves nothing."""
+    s1, d1 = _strip_unit_axes(src, mesh), _strip_unit_axes(dst, mesh)
+    steps = ([AllPermute(s1)] if s1 != src else []) + _normal_core(mesh, s1, d1)
+    if d1 != dst:
+        steps.append(AllPermute(dst))
+    return _merge_permutes(steps)
+
+
+def _merge_permutes(steps: list) -> list:
+    """Two permutes in a row are one permute to the second's target."""
+    merged = []
+    for c in steps:
+        if merged and c.kind == "all_permute" and merged[-1].kind == "all_permute":
+            merged[-1] = c
+        else:
+            merged.append(c)
+    return merged
+
+
+def _normal_core(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
     src_axes, dst_axes = set(src.used_axes), set(dst.used_axes)
     steps = [
         DynSlice(i, a) for i, d in enumerate(dst.dims) for a in d.axes if a not in src_axes
@@ -71,14 +99,14 @@ def _normal_steps(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
     for i, (sd, dd) in enumerate(zip(src.dims, dst.dims)):
         extra = tuple(a for a in sd.axes if a not in dst_axes)
         b_dims.append(Dim(dd.size, dd.axes + extra))
-        gathers += [(i, a) for a in extra]
+        if extra:
+            gathers.append(AllGather(i, extra))
     b_type = ArrayType(tuple(b_dims))
     if not b_type.is_valid(mesh):
         raise CollectiveError(f"the normal form's pre-gather type {b_type} does not divide evenly")
     steps += _middle(mesh, a_type, b_type)
-    # Gather minor-most first: reverse the order in which extras were appended per dim.
-    steps += [AllGather(i, a) for i, a in reversed(gathers)]
-    return steps
+    # One all-gather per dim removes that dim's source-only suffix.
+    return steps + gathers
 
 
 # -- the middle: AllToAlls and at most one AllPermute, same shard size throughout --
@@ -100,25 +128,26 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
         return tuple(out)
 
     def moves(S):
-        """States one AllToAll away from S: (move, new state). move = (src, dst, axis)."""
+        """States one AllToAll away from S: (move, new state). move = (src, dst, axes):
+        a minor-most suffix of dim src moves, in order, to the end of dim dst."""
         res = []
         for s, axes in enumerate(S):
-            if not axes:
-                continue
-            a = axes[-1]
-            n = msize[a]
-            for t, taxes in enumerate(S):
-                if t == s:
-                    continue
-                p = n
-                for b in taxes:
-                    p *= msize[b]
-                if sizes[t] % p:
-                    continue
-                new = list(S)
-                new[s] = axes[:-1]
-                new[t] = taxes + (a,)
-                res.append(((s, t, a), tuple(new)))
+            n = 1
+            for k in range(1, len(axes) + 1):
+                n *= msize[axes[-k]]
+                suffix = axes[-k:]
+                for t, taxes in enumerate(S):
+                    if t == s:
+                        continue
+                    p = n
+                    for b in taxes:
+                        p *= msize[b]
+                    if sizes[t] % p:
+                        continue
+                    new = list(S)
+                    new[s] = axes[:-k]
+                    new[t] = taxes + suffix
+                    res.append(((s, t, suffix), tuple(new)))
         return res
 
     def to_type(S):
@@ -156,9 +185,21 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
         out += [AllToAll(s, t, a) for s, t, a in bpath]
         return out
 
+    def moved(path):
+        """Fraction of a shard each all-to-all moves, summed: (n-1)/n per step."""
+        total = 0.0
+        for _, _, axes in path:
+            n = 1
+            for a in axes:
+                n *= msize[a]
+            total += (n - 1) / n
+        return total
+
     max_cost = 8
     for cost in range(1, max_cost + 1):
-        # AllToAll-only meetings with i + j == cost, then one permute with i + j == cost - 1.
+        # Meetings with ``cost`` collectives: AllToAlls only (i + j == cost), or one
+        # permute between them (i + j == cost - 1). Among those, the least data wins.
+        candidates = []
         for permute in (False, True):
             total = cost - 1 if permute else cost
             for i in range(total + 1):
@@ -176,7 +217,9 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
                     small, big = (F, Bk) if len(F) <= len(Bk) else (Bk, F)
                     for S in small:
                         if S in big:
-                            return emit(F[S], None, Bk[S])
+                            candidates.append((moved(F[S]) + moved(Bk[S]), F[S], None, Bk[S]))
+                            if len(candidates) >= 32:
+                                break
                 else:
                     by_key = {}
                     for S, path in Bk.items():
@@ -184,7 +227,13 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
                     for S, path in F.items():
                         hit = by_key.get(key(S))
                         if hit is not None:
-                            return emit(path, hit[0], hit[1])
+                            # a permute moves at most a whole shard
+                            candidates.append((moved(path) + 1.0 + moved(hit[1]), path, hit[0], hit[1]))
+                            if len(candidates) >= 32:
+                                break
+        if candidates:
+            best = min(candidates, key=lambda c: c[0])
+            return emit(best[1], best[2], best[3])
         if visited >= SEARCH_BUDGET:
             break
     return _middle_fallback(mesh, a_type, b_type)
@@ -207,14 +256,7 @@ def _middle_fallback(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
         steps.append(c)
     if cur != b_type:
         steps.append(AllPermute(b_type))
-    # Two permutes in a row are one permute to the second's target.
-    merged = []
-    for c in steps:
-        if merged and c.kind == "all_permute" and merged[-1].kind == "all_permute":
-            merged[-1] = c
-        else:
-            merged.append(c)
-    return merged
+    return _merge_permutes(steps)
 
 
 def _plan_search(mesh, src, dst, itemsize=4):

@@ -37,8 +37,8 @@ def plan_cost(plan: Plan, alpha_s: float = DEFAULT_ALPHA_S,
     the step's largest per-device received bytes over ``bandwidth_bytes_per_s``."""
     return sum(
         alpha_s + r / bandwidth_bytes_per_s
-        for c, r in zip(plan.steps, plan.recv_bytes_per_step)
-        if c.kind != "dyn_slice"
+        for c, r, noop in zip(plan.steps, plan.recv_bytes_per_step, plan.noop_steps)
+        if c.kind != "dyn_slice" and not noop
     )
 
 
@@ -78,6 +78,9 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
     def cost_of(recv_b):
         return alpha_s + recv_b / bandwidth_bytes_per_s
 
+    def strip(S):
+        return tuple(tuple(a for a in axes if msize[a] > 1) for axes in S)
+
     def to_type(S):
         return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(shape, S)))
 
@@ -90,23 +93,27 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
                 if a not in used:
                     new = S[:i] + (axes + (a,),) + S[i + 1:]
                     yield ("dyn_slice", i, a), new, 0.0
-            if axes:
-                a = axes[-1]
-                n = msize[a]
-                new = S[:i] + (axes[:-1],) + S[i + 1:]
-                yield ("all_gather", i, a), new, cost_of((n - 1) * sb)
+            n = 1
+            for k in range(1, len(axes) + 1):
+                # A minor-most suffix of dim i: gathered, or moved to another dim.
+                n *= msize[axes[-k]]
+                suffix = axes[-k:]
+                new = S[:i] + (axes[:-k],) + S[i + 1:]
+                yield ("all_gather", i, suffix), new, cost_of((n - 1) * sb) if n > 1 else 0.0
                 for j in range(rank):
                     if j != i:
                         new2 = list(new)
-                        new2[j] = S[j] + (a,)
-                        yield ("all_to_all", i, j, a), tuple(new2), cost_of(sb * (n - 1) // n)
-            # Permutes that lift an axis of dim i to minor-most.
+                        new2[j] = S[j] + suffix
+                        dc = cost_of(sb * (n - 1) // n) if n > 1 else 0.0
+                        yield ("all_to_all", i, j, suffix), tuple(new2), dc
+            # Permutes that lift an axis of dim i to minor-most (free for a size-1 axis).
             for k in range(len(axes) - 1):
                 lifted = axes[:k] + axes[k + 1:] + (axes[k],)
                 new = S[:i] + (lifted,) + S[i + 1:]
-                yield ("all_permute",), new, cost_of(sb)
+                yield ("all_permute",), new, cost_of(sb) if msize[axes[k]] > 1 else 0.0
         if S != T and splits(S) == splits(T):
-            yield ("all_permute",), T, cost_of(sb)
+            same = strip(S) == strip(T)
+            yield ("all_permute",), T, 0.0 if same else cost_of(sb)
 
     # Upper bound from the normal form.
     best_plan = plan_normal(mesh, src, dst, itemsize)
@@ -140,8 +147,15 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
                 continue
             heapq.heappush(heap, (c2, next(counter), S2, path + ((mv, S2),)))
     if found is None:
+        notes = best_plan.notes
+        if best_plan.max_shard_bytes > budget:
+            notes += (
+                f"no plan within the memory budget of {budget} bytes per device was found "
+                f"(searched {expanded} types); returned the normal plan, whose largest shard "
+                f"is {best_plan.max_shard_bytes} bytes",
+            )
         return Plan(best_plan.mesh, best_plan.src, best_plan.dst, best_plan.steps, best_plan.types,
-                    itemsize, "search", best_plan.notes)
+                    itemsize, "search", notes)
     steps = []
     for mv, S2 in found:
         if mv[0] == "dyn_slice":

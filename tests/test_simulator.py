@@ -361,19 +361,19 @@ def test_every_schedule_kind_and_every_collective_kind_is_simulated():
         if not op.is_local:
             assert res.link_bytes_max > 0 and len(res.trace_df()) > 0
     # every typed collective lowers to a schedule op the simulator replays
-    mesh = Mesh.parse("x=4")
+    mesh = Mesh.parse("x=2,y=2")
     cases = {
         "dyn_slice": ("[64, 16]", "[64{x}, 16]"),
         "all_gather": ("[64{x}, 16]", "[64, 16]"),
         "all_to_all": ("[64{x}, 16]", "[64, 16{x}]"),
-        "all_permute": ("[64{x}, 16]", None),
+        "all_permute": ("[64{x}, 16{y}]", None),
     }
     assert set(cases) == set(COLLECTIVES)
     from synth import AllPermute, DynSlice
 
     steps = {"dyn_slice": [DynSlice(0, "x")], "all_gather": [AllGather(0, "x")],
              "all_to_all": [AllToAll(0, 1, "x")],
-             "all_permute": [AllPermute(ArrayType.parse("[64{x}, 16]"))]}
+             "all_permute": [AllPermute(ArrayType.parse("[64{y}, 16{x}]"))]}
     for kind, (src, dst) in cases.items():
         s = ArrayType.parse(src)
         plan = Plan.build(mesh, s, steps[kind][0].apply(s, mesh) if dst is None else ArrayType.parse(dst), steps[kind])

@@ -17,20 +17,28 @@ SNAPSHOTS = [
      ["AllToAll(2->1, x)", "AllToAll(0->1, y)"], [256, 256, 256]),
     # FSDP gather: sharded over two axes -> replicated.
     ("x=2,y=2", "[64{x,y}, 32]", "[64, 32]", "normal",
-     ["AllGather(0, y)", "AllGather(0, x)"], [512, 1024, 2048]),
+     ["AllGather(0, (x,y))"], [512, 2048]),
+    # Two axes move together in one all-to-all over their combined group; the size-1
+    # axis y is dropped and put back by relabelling permutes that move nothing.
+    ("x=2,y=1,z=4", "[16, 8{y}, 8{x,z}]", "[16, 8{x,z,y}, 8]", "normal",
+     ["AllPermute([16, 8, 8{x,z}])", "AllToAll(2->1, (x,z))", "AllPermute([16, 8{x,z,y}, 8])"],
+     [128, 128, 128, 128]),
     # Replicated -> sharded needs no communication.
     ("x=2,y=2", "[64, 32]", "[64{y}, 32{x}]", "normal",
      ["DynSlice(0, y)", "DynSlice(1, x)"], [2048, 1024, 512]),
     # Axis swap of equal sizes: one permute.
     ("x=2,y=2", "[8{x}, 8{y}]", "[8{y}, 8{x}]", "normal",
      ["AllPermute([8{y}, 8{x}])"], [16, 16]),
-    # Swap with unequal sizes: all-to-all, permute, all-to-all.
+    # Swap with unequal sizes: three all-to-alls (the middle one over both axes) move
+    # less data than all-to-all, permute, all-to-all.
     ("a=2,b=4", "[16{a}, 16{b}]", "[16{b}, 16{a}]", "normal",
-     ["AllToAll(0->1, a)", "AllPermute([16, 16{a,b}])", "AllToAll(1->0, b)"], [32, 32, 32, 32]),
+     ["AllToAll(0->1, a)", "AllToAll(1->0, (b,a))", "AllToAll(0->1, a)"], [32, 32, 32, 32]),
     # The easy plan gathers everything first.
     ("x=2,y=4", "[64{y}, 32, 16{x}]", "[64, 32{x,y}, 16]", "easy",
      ["AllGather(0, y)", "AllGather(2, x)", "DynSlice(1, x)", "DynSlice(1, y)"],
      [4096, 16384, 32768, 16384, 4096]),
+    ("x=2,y=2", "[8{y,x}, 8]", "[8, 8{x}]", "easy",
+     ["AllGather(0, (y,x))", "DynSlice(1, x)"], [16, 64, 32]),
 ]
 
 
@@ -72,6 +80,26 @@ def test_permute_receives_only_on_moved_devices():
     per_dev = plan.recv_bytes_per_device_per_step[0]
     # devices (0,0) and (1,1) keep their block; (0,1) and (1,0) swap.
     assert per_dev.tolist() == [0, 16, 16, 0]
+
+
+def test_relabel_steps_move_and_count_nothing():
+    plan = synthesize("x=2,y=1,z=4", "[16, 8{y}, 8{x,z}]", "[16, 8{x,z,y}, 8]", itemsize=1)
+    assert plan.noop_steps == (True, False, True)
+    assert plan.num_collectives == 1
+    assert plan.recv_bytes_per_step == [0, 112, 0]
+    assert plan.peak_live_bytes == 256
+    assert [op.kind for op in plan.to_schedule().ops] == ["all_to_all"]
+    assert plan.rows()[1]["collective"] == "AllPermute (relabel)"
+
+
+def test_multi_axis_collectives_round_trip_json():
+    from synth import AllGather, AllToAll, Plan
+
+    assert AllToAll(0, 1, ["x"]) == AllToAll(0, 1, "x")
+    assert AllGather(0, ("x", "y")).to_dict() == {"op": "all_gather", "dim": 0, "axis": ["x", "y"]}
+    plan = synthesize("x=2,y=2", "[8{x,y}, 8]", "[8, 8{x,y}]")
+    assert [str(s) for s in plan.steps] == ["AllToAll(0->1, (x,y))"]
+    assert Plan.from_dict(plan.to_dict()) == plan
 
 
 def test_schedule_lowering():
