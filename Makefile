@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
 
-.PHONY: run test setup lint bench example clean
+.PHONY: run test setup lint bench bench-executor example clean
 
 $(BIN)/.installed: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,13 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m synth bench
+	$(BIN)/python -m synth bench --planner search --cases 500
+	$(BIN)/python -m simulator bench
+	$(BIN)/python -m simulator agreement
+	$(BIN)/python -m ui.bench
+
+bench-executor: setup
+	$(BIN)/python -m executor report --cases 30
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache
