@@ -81,12 +81,13 @@ class Report:
     status_counts: dict
     summary: list = field(default_factory=list)       # one dict per comparison
     by_machine: list = field(default_factory=list)    # one dict per machine x comparison
+    by_suite: list = field(default_factory=list)      # one dict per suite x comparison (machine "all")
     config_name: str = ""
 
     def to_dict(self) -> dict:
         return {"out_dir": self.out_dir, "html": self.html_path, "planner": self.planner,
                 "rows": self.rows, "status": self.status_counts, "summary": self.summary,
-                "by_machine": self.by_machine, "config": self.config_name}
+                "by_machine": self.by_machine, "by_suite": self.by_suite, "config": self.config_name}
 
     def markdown(self) -> str:
         lines = [
@@ -124,6 +125,13 @@ class Report:
         for s in self.summary:
             if s["cases"]:
                 out.append(f"  vs {s['vs']}: max speedup on {s['max_case']}; min on {s['min_case']}")
+        if self.by_suite:
+            out += ["", f"{'by suite':24s} {'vs':12s} {'cases':>5s} {'geo speedup':>11s} {'min':>7s} {'lose':>4s} "
+                    f"{'geo comm':>8s} {'other>bound':>11s}"]
+            for s in self.by_suite:
+                out.append(f"{s['suite']:24s} {s['vs']:12s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
+                           f"{_fx(s['min_speedup']):>7s} {s['losses']:4d} {_fx(s['geomean_comm_speedup']):>8s} "
+                           f"{_pct(s['other_over_bound_share']):>11s}")
         return "\n".join(out)
 
 
@@ -189,6 +197,9 @@ def build_report(out_dir, html_path=None, planner: str = "normal") -> Report:
         if not j.empty and j["machine"].nunique() > 1:
             for m, g in j.groupby("machine"):
                 rep.by_machine.append(_stats(g, o, str(m)))
+        if o in XLA and not j.empty and j["suite"].nunique() > 1:
+            for su, g in j.groupby("suite"):
+                rep.by_suite.append(dict(_stats(g, o, "all"), suite=str(su)))
     _write_html(rep, df, base, pairs, planner)
     return rep
 
@@ -292,11 +303,20 @@ def _summary_html(rep: Report) -> str:
     extremes = "".join(
         f"<li>vs {html.escape(s['vs'])}: max on {html.escape(s['max_case'])}, min on {html.escape(s['min_case'])}</li>"
         for s in rep.summary if s["cases"])
+    suites = ""
+    if rep.by_suite:
+        suites = "<p>By suite (all machines):</p><table><tr><th>suite</th><th>vs</th><th>cases</th>" + \
+            "<th>geomean speedup</th><th>min speedup</th><th>cases we lose</th>" + \
+            "<th>geomean speedup, collectives only</th><th>other over memory bound</th></tr>" + "".join(
+                f"<tr><td>{html.escape(s['suite'])}</td><td>{html.escape(s['vs'])}</td><td>{s['cases']}</td>"
+                f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['min_speedup'])}</td><td>{s['losses']}</td>"
+                f"<td>{_fx(s['geomean_comm_speedup'])}</td><td>{_pct(s['other_over_bound_share'])}</td></tr>"
+                for s in rep.by_suite) + "</table>"
     return (f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>cases</th><th>geomean speedup</th>"
             "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>geomean speedup, collectives only</th>"
             "<th>other over memory bound</th>"
             "<th>ours over bound</th><th>XLA full remat</th><th>geomean time/LB (ours)</th>"
-            f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>")
+            f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>") + suites
 
 
 def _measured(df, planner) -> str:
