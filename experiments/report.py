@@ -22,7 +22,7 @@ from pathlib import Path
 from experiments.case import ExperimentError
 
 XLA = ("xla-shardy", "xla-gspmd")
-_KEY = ["suite", "case", "machine", "bandwidth_scale", "latency_scale", "itemsize", "placement"]
+_KEY = ["suite", "case", "machine", "bandwidth_scale", "latency_scale", "itemsize", "itemsize_knob", "placement"]
 
 
 def load_rows(out_dir):
@@ -46,6 +46,8 @@ def load_rows(out_dir):
               "measured_time_s", "measured_temp_bytes", "num_devices"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
     df["placement"] = df["placement"].fillna("default")
+    # itemsize_knob: 0 stands for "the case's own dtype" (None in the rows).
+    df["itemsize_knob"] = pd.to_numeric(df["itemsize_knob"], errors="coerce").fillna(0).astype(int)
     df["baseline"] = df["baseline"].fillna(False).astype(bool)
     return df
 
@@ -82,12 +84,14 @@ class Report:
     summary: list = field(default_factory=list)       # one dict per comparison
     by_machine: list = field(default_factory=list)    # one dict per machine x comparison
     by_suite: list = field(default_factory=list)      # one dict per suite x comparison (machine "all")
+    whatif: list = field(default_factory=list)        # one dict per knob value x machine x partitioner
     config_name: str = ""
 
     def to_dict(self) -> dict:
         return {"out_dir": self.out_dir, "html": self.html_path, "planner": self.planner,
                 "rows": self.rows, "status": self.status_counts, "summary": self.summary,
-                "by_machine": self.by_machine, "by_suite": self.by_suite, "config": self.config_name}
+                "by_machine": self.by_machine, "by_suite": self.by_suite, "whatif": self.whatif,
+                "config": self.config_name}
 
     def markdown(self) -> str:
         lines = [
@@ -132,6 +136,12 @@ class Report:
                 out.append(f"{s['suite']:24s} {s['vs']:12s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
                            f"{_fx(s['min_speedup']):>7s} {s['losses']:4d} {_fx(s['geomean_comm_speedup']):>8s} "
                            f"{_pct(s['other_over_bound_share']):>11s}")
+        if self.whatif:
+            out += ["", f"{'what-if knob':16s} {'value':>10s} {'vs':12s} {'machine':10s} {'cases':>5s} "
+                    f"{'geo speedup':>11s} {'t/LB ours':>9s}"]
+            for w in self.whatif:
+                out.append(f"{w['knob']:16s} {str(w['value']):>10s} {w['vs']:12s} {w['machine']:10s} "
+                           f"{w['cases']:5d} {_fx(w['geomean_speedup']):>11s} {_fx(w['geomean_time_over_lb']):>9s}")
         return "\n".join(out)
 
 
@@ -251,7 +261,7 @@ def _write_html(rep: Report, df, base, pairs, planner):
         figs.append(("lower-bound", "Time over the lower bound", f))
 
     wfigs: list = []
-    whatif_tables = _whatif(df, planner, wfigs, px, go, style)
+    whatif_tables = _whatif(df, planner, wfigs, px, go, style, rep.whatif)
     first = [True]
 
     def render(items):
@@ -332,13 +342,11 @@ def _measured(df, planner) -> str:
             "model of the target machine).</p>" + t.reset_index().to_html(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
-def _whatif(df, planner, figs, px, go, style) -> str:
+def _whatif(df, planner, figs, px, go, style, records) -> str:
     """Geomean speedup and time/LB as one knob varies (the others at baseline)."""
     import pandas as pd
 
     ok = df[df["status"] == "ok"].copy()
-    # itemsize_knob: None means the case's own dtype (the baseline).
-    ok["itemsize_knob"] = pd.to_numeric(ok["itemsize_knob"], errors="coerce").fillna(0).astype(int)
     base = {"bandwidth_scale": 1.0, "latency_scale": 1.0, "placement": "default", "itemsize_knob": 0}
     parts = []
     for knob in ("bandwidth_scale", "latency_scale", "placement", "itemsize_knob"):
@@ -359,6 +367,9 @@ def _whatif(df, planner, figs, px, go, style) -> str:
                              f"geomean time/LB ({planner})": geomean(g["time_over_lb_ours"]), "cases": len(g)})
         if not recs:
             continue
+        records += [{"knob": knob, "value": ("case dtype" if knob == "itemsize_knob" and r[knob] == 0 else r[knob]), "vs": r["vs"], "machine": r["machine"], "cases": r["cases"],
+                     "geomean_speedup": r["geomean speedup"],
+                     "geomean_time_over_lb": r[f"geomean time/LB ({planner})"]} for r in recs]
         t = pd.DataFrame(recs).sort_values(knob)
         if knob == "itemsize_knob":
             t[knob] = t[knob].map(lambda v: "case dtype" if v == 0 else f"{v} B")

@@ -309,3 +309,34 @@ def test_suites_cli_lists_cases():
     assert r.returncode == 0
     d = json.loads(r.stdout)
     assert any(c["name"] == "jax-21562-4x2" for c in d["xla-issues"])
+
+
+WHATIF = """
+name: w
+suites:
+  - xla-issues: {names: [jax-21562-4x2]}
+machines: [tpu-v4]
+planners: [normal, xla-shardy]
+whatif: [{bandwidth_scale: [2.0]}, {latency_scale: [10.0]}, {itemsize: [2]}, {placement: [reversed-axes]}]
+runner: {workers: 2, timeout_s: 120}
+"""
+
+
+def test_whatif_panel_covers_every_knob(tmp_path):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(WHATIF)
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows_ok"] == 2 * 5
+    rep = build_report(tmp_path / "o", html_path=tmp_path / "o" / "r.html")
+    got = {(w["knob"], w["value"]) for w in rep.whatif}
+    assert got == {("bandwidth_scale", 1.0), ("bandwidth_scale", 2.0), ("latency_scale", 1.0),
+                   ("latency_scale", 10.0), ("placement", "default"), ("placement", "reversed-axes"),
+                   ("itemsize_knob", "case dtype"), ("itemsize_knob", 2)}
+    df = pd.read_parquet(tmp_path / "o" / "results.parquet")
+    base = df[df["baseline"]].set_index("planner")
+    half = df[df["itemsize_knob"] == 2].set_index("planner")  # float32 case at 2 bytes
+    for p in ("normal", "xla-shardy"):
+        assert half.loc[p, "max_shard_bytes"] * 2 == base.loc[p, "max_shard_bytes"]
+    lat = df[df["latency_scale"] == 10.0].set_index("planner")
+    assert (lat["time_s"] > base["time_s"]).all()
