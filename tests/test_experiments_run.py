@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.config import load_config, parse_config
 from experiments.case import ExperimentError
+from experiments.config import load_config, parse_config
 from experiments.report import build_report
 from experiments.runner import read_journal
 
@@ -139,7 +139,7 @@ def test_report_html_and_summary(smoke, tmp_path):
         cx = b[b["planner"] == p].set_index(key)["comm_time_s"]
         cs = (cx / co.loc[cx.index])[(cx > 0) & (co.loc[cx.index] > 0)].to_numpy()
         assert vs[p]["geomean_comm_speedup"] == pytest.approx(float(np.exp(np.log(cs).mean())))
-        assert ((b["comm_time_s"] <= b["time_s"] * (1 + 1e-9))).all()
+        assert (b["comm_time_s"] <= b["time_s"] * (1 + 1e-9)).all()
         xb = b[b["planner"] == p]
         assert vs[p]["other_over_bound_share"] == pytest.approx(
             float((xb["max_shard_bytes"] > xb["bound_bytes"]).mean()))
