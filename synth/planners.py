@@ -62,6 +62,17 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
 
 
+def splits_of(S: tuple[tuple[str, ...], ...], axis_sizes: dict[str, int]) -> tuple[int, ...]:
+    """Per dim, the product of the sizes of its axes (``S`` is a type's axes per dim)."""
+    out = []
+    for axes in S:
+        p = 1
+        for a in axes:
+            p *= axis_sizes[a]
+        out.append(p)
+    return tuple(out)
+
+
 def _strip_unit_axes(t: ArrayType, mesh: Mesh) -> ArrayType:
     return ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims))
 
@@ -119,13 +130,7 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
     msize = mesh.shape
 
     def key(S):
-        out = []
-        for axes in S:
-            p = 1
-            for a in axes:
-                p *= msize[a]
-            out.append(p)
-        return tuple(out)
+        return splits_of(S, msize)
 
     def moves(S):
         """States one AllToAll away from S: (move, new state). move = (src, dst, axes):

@@ -46,7 +46,7 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
                 memory_budget_bytes: int | None = None, alpha_s: float = DEFAULT_ALPHA_S,
                 bandwidth_bytes_per_s: float = DEFAULT_BANDWIDTH_BYTES_PER_S,
                 max_states: int = 20000) -> Plan:
-    from synth.planners import plan_normal
+    from synth.planners import plan_normal, splits_of
 
     msize = mesh.shape
     shape = src.shape
@@ -58,13 +58,7 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
     T = tuple(d.axes for d in dst.dims)
 
     def splits(S):
-        out = []
-        for axes in S:
-            p = 1
-            for a in axes:
-                p *= msize[a]
-            out.append(p)
-        return out
+        return splits_of(S, msize)
 
     def shard_bytes(S):
         p = 1
