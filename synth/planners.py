@@ -40,10 +40,33 @@ from synth.types import ArrayType, Dim
 #: Maximum number of states the middle search may visit before the fallback.
 SEARCH_BUDGET = 4000
 
+#: Largest combined group (product of axis sizes) that one multi-axis AllGather or
+#: AllToAll may span. Larger fused groups are split into several collectives: a direct
+#: all-to-all over n devices is n*(n-1) messages, which neither real libraries nor the
+#: simulator run as one flat exchange over thousands of devices.
+MAX_FUSED_GROUP = 64
+
+
+def fused_gathers(dim: int, axes: tuple[str, ...], axis_sizes: dict[str, int]) -> list:
+    """AllGathers removing ``axes`` (a suffix of ``dim``) minor-most first, each over
+    as many axes as fit in MAX_FUSED_GROUP."""
+    out, rest = [], list(axes)
+    while rest:
+        group = [rest.pop()]
+        n = axis_sizes[group[0]]
+        while rest and n * axis_sizes[rest[-1]] <= MAX_FUSED_GROUP:
+            n *= axis_sizes[rest[-1]]
+            group.insert(0, rest.pop())
+        out.append(AllGather(dim, tuple(group)))
+    return out
+
 
 def plan_easy(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -> Plan:
-    """Gather every source axis (one all-gather per split dim), then slice every target axis."""
-    steps = [AllGather(i, d.axes) for i, d in enumerate(src.dims) if d.axes]
+    """Gather every source axis (one all-gather per axis, minor-most first), then slice
+    every target axis: the naive baseline."""
+    steps = []
+    for i, d in enumerate(src.dims):
+        steps += [AllGather(i, a) for a in reversed(d.axes)]
     for i, d in enumerate(dst.dims):
         steps += [DynSlice(i, a) for a in d.axes]
     return Plan.build(mesh, src, dst, steps, itemsize, "easy")
@@ -110,8 +133,7 @@ def _normal_core(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
     for i, (sd, dd) in enumerate(zip(src.dims, dst.dims)):
         extra = tuple(a for a in sd.axes if a not in dst_axes)
         b_dims.append(Dim(dd.size, dd.axes + extra))
-        if extra:
-            gathers.append(AllGather(i, extra))
+        gathers += fused_gathers(i, extra, mesh.shape)
     b_type = ArrayType(tuple(b_dims))
     if not b_type.is_valid(mesh):
         raise CollectiveError(f"the normal form's pre-gather type {b_type} does not divide evenly")
@@ -140,6 +162,8 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
             n = 1
             for k in range(1, len(axes) + 1):
                 n *= msize[axes[-k]]
+                if k > 1 and n > MAX_FUSED_GROUP:
+                    break
                 suffix = axes[-k:]
                 for t, taxes in enumerate(S):
                     if t == s:

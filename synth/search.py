@@ -46,7 +46,7 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
                 memory_budget_bytes: int | None = None, alpha_s: float = DEFAULT_ALPHA_S,
                 bandwidth_bytes_per_s: float = DEFAULT_BANDWIDTH_BYTES_PER_S,
                 max_states: int = 20000) -> Plan:
-    from synth.planners import plan_normal, splits_of
+    from synth.planners import MAX_FUSED_GROUP, plan_normal, splits_of
 
     msize = mesh.shape
     shape = src.shape
@@ -91,6 +91,8 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
             for k in range(1, len(axes) + 1):
                 # A minor-most suffix of dim i: gathered, or moved to another dim.
                 n *= msize[axes[-k]]
+                if k > 1 and n > MAX_FUSED_GROUP:
+                    break
                 suffix = axes[-k:]
                 new = S[:i] + (axes[:-k],) + S[i + 1:]
                 yield ("all_gather", i, suffix), new, cost_of((n - 1) * sb) if n > 1 else 0.0

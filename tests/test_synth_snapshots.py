@@ -3,6 +3,8 @@
 Every snapshot plan is also run through the reference executor and compared
 element by element with the target sharding."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,7 @@ SNAPSHOTS = [
      ["AllGather(0, y)", "AllGather(2, x)", "DynSlice(1, x)", "DynSlice(1, y)"],
      [4096, 16384, 32768, 16384, 4096]),
     ("x=2,y=2", "[8{y,x}, 8]", "[8, 8{x}]", "easy",
-     ["AllGather(0, (y,x))", "DynSlice(1, x)"], [16, 64, 32]),
+     ["AllGather(0, x)", "AllGather(0, y)", "DynSlice(1, x)"], [16, 32, 64, 32]),
 ]
 
 
@@ -100,6 +102,18 @@ def test_multi_axis_collectives_round_trip_json():
     plan = synthesize("x=2,y=2", "[8{x,y}, 8]", "[8, 8{x,y}]")
     assert [str(s) for s in plan.steps] == ["AllToAll(0->1, (x,y))"]
     assert Plan.from_dict(plan.to_dict()) == plan
+
+
+def test_fused_groups_are_capped():
+    from synth.planners import MAX_FUSED_GROUP
+
+    plan = synthesize("x=8,y=8,z=8", "[512{x,y,z}, 2]", "[512, 2]", itemsize=1)
+    assert [str(s) for s in plan.steps] == ["AllGather(0, (y,z))", "AllGather(0, x)"]
+    assert all(math.prod(plan.mesh.shape[a] for a in ((s.axis,) if isinstance(s.axis, str) else s.axis))
+               <= MAX_FUSED_GROUP for s in plan.steps)
+    x = np.arange(plan.src.num_elems()).reshape(plan.src.shape)
+    for got, want in zip(interpret(plan.steps, plan.src, plan.mesh, x), scatter(x, plan.dst, plan.mesh)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_schedule_lowering():
