@@ -8,6 +8,7 @@ stays fast. Entry points:
 * :func:`xla_reshard` -- ``jax.jit(identity, out_shardings=dst)`` under Shardy or
   GSPMD, checked, timed, and read back from its HLO as a ``synth.Schedule``;
 * :func:`hlo_to_schedule` -- the HLO reader (pure text);
+* :func:`xla_schedule` -- XLA's schedule from a compile only (abstract input, never run);
 * :func:`generate_source` -- standalone JAX source for a plan;
 * :func:`compare` -- ours vs both XLA partitioners, with one measurement protocol;
 * ``python -m executor {compare,codegen,xla-schedule,calibrate,report}``.
@@ -24,6 +25,7 @@ _LAZY = {
     "OutputMismatch": "executor.run",
     "RunResult": "executor.run",
     "hlo_to_schedule": "executor.hlo",
+    "xla_schedule": "executor.extract",
     "parse_replica_groups": "executor.hlo",
     "generate_source": "executor.codegen",
     "compare": "executor.compare",

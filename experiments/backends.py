@@ -75,10 +75,7 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     # convert before the all-gather), which would double XLA's bytes against what a
     # TPU or GPU moves. So the schedule is extracted for a 4-byte element type and
     # its byte counts rescaled to the case's element size.
-    fn = getattr(executor, "xla_schedule", None)
-    if fn is None:  # until the executor offers a compile-only extraction
-        from experiments.xla_extract import xla_schedule_abstract as fn
-    sched = fn(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
+    sched = executor.xla_schedule(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
     sched = slices_as_slices(rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE))
     # Name the redistribution so the lower bound is the same one our plans get.
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,

@@ -266,3 +266,18 @@ def test_module_computations():
     assert set(comps) == {"add", "wrapped_rs", "main"}
     assert comps["main"].entry and not comps["add"].entry
     assert np.all([i.opcode for i in comps["main"].instrs][:2] == np.array(["parameter", "all-gather-start"]))
+
+
+def test_compile_only_xla_schedule_flags_the_issue_case():
+    """executor.xla_schedule compiles on an abstract input (nothing is run) and reads
+    the same schedule as xla_reshard's HLO: the 4x2 case is a full rematerialization."""
+    import executor
+    from synth import Mesh, parse_type
+
+    mesh = Mesh.parse("x=4,y=2")
+    src = parse_type("P('y', None, 'x')", (8, 16, 8))
+    dst = parse_type("P(None, ('x','y'), None)", (8, 16, 8))
+    for part in ("shardy", "gspmd"):
+        sched = executor.xla_schedule(mesh, src, dst, partitioner=part)
+        assert sched.num_devices == 8 and sched.meta["full_remat"] is True
+        assert any(op.kind == "all_gather" and op.out_bytes == 8 * 16 * 8 * 4 for op in sched.ops)

@@ -1,30 +1,35 @@
-"""STOPGAP -- belongs in executor/: XLA's resharding schedule from a compile only.
+"""XLA's resharding schedule from a compile only (no array, no execution).
 
-``executor.xla_reshard`` materializes the input and executes the program. Neither is
-possible for the suites' arrays (up to a TiB) or meshes (executing a 2048-device
-all-to-all on 2 host cores hits XLA's 40 s rendezvous timeout and aborts). This
-module lowers an abstract ``jax.ShapeDtypeStruct`` and compiles, never runs, then
-hands the HLO text to the executor's own reader (``executor.hlo.hlo_to_schedule``)
-and reuses its mesh/sharding helpers, so the schedule is read exactly as the
-executor reads it.
+``xla_reshard`` materializes the input and runs the program, which is impossible for
+arrays of up to a TiB or for meshes of thousands of virtual CPU devices (executing a
+2048-device all-to-all on a small host hits XLA's rendezvous timeout). This lowers an
+abstract ``jax.ShapeDtypeStruct`` with the source sharding, compiles
+``jax.jit(identity, out_shardings=dst)`` under the chosen partitioner, never runs it,
+and reads the HLO with :func:`executor.hlo.hlo_to_schedule` (which also gives the
+full-rematerialization verdict in ``meta['full_remat']``).
 
-It is the one place outside executor/ that touches jax, imported only inside worker
-processes; :func:`experiments.backends.xla_schedule` prefers ``executor.xla_schedule``
-as soon as the executor offers it, and then this file can go.
+The JAX backend must already have ``mesh.size`` devices.
 """
 
 from __future__ import annotations
 
 import math
 
+from executor.errors import ExecutorError
 
-def xla_schedule_abstract(mesh, src, dst, partitioner: str, dtype: str = "float32"):
+PARTITIONERS = ("shardy", "gspmd")
+
+
+def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "float32"):
+    """The :class:`synth.Schedule` XLA compiles for ``src -> dst`` on ``mesh``."""
     import jax
     import jax.numpy as jnp
 
     from executor.hlo import hlo_to_schedule
     from executor.run import capture_fd2, jax_mesh, named_sharding
 
+    if partitioner not in PARTITIONERS:
+        raise ExecutorError(f"xla_schedule: unknown partitioner {partitioner!r}; choose one of {list(PARTITIONERS)}")
     jmesh = jax_mesh(mesh)
     src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
     x = jax.ShapeDtypeStruct(src.shape, jnp.dtype(dtype), sharding=src_s)
