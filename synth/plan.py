@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -73,12 +73,27 @@ class Plan:
     @cached_property
     def peak_live_bytes(self) -> int:
         """Largest input+output pair live during one step (the input alone if no steps).
-        Relabelling steps (:attr:`noop_steps`) allocate nothing and are skipped."""
+        Relabelling steps (:attr:`noop_steps`) allocate nothing and are skipped; a run of
+        consecutive DynSlices is one local slice (see :meth:`device_steps`)."""
         peak = self.shard_bytes(self.src)
-        for a, b, noop in zip(self.all_types[:-1], self.all_types[1:], self.noop_steps):
-            if not noop:
-                peak = max(peak, self.shard_bytes(a) + self.shard_bytes(b))
+        for first, last in self.device_steps():
+            peak = max(peak, self.shard_bytes(self.all_types[first])
+                       + self.shard_bytes(self.all_types[last + 1]))
         return peak
+
+    def device_steps(self) -> list[tuple[int, int]]:
+        """The steps as a device runs them, as ``(first, last)`` step indices:
+        relabelling steps are dropped, and consecutive DynSlices (with only relabelling
+        between them) are one slice of the input, as XLA fuses them."""
+        runs: list[list[int]] = []
+        for i, (c, noop) in enumerate(zip(self.steps, self.noop_steps)):
+            if noop:
+                continue
+            if c.kind == "dyn_slice" and runs and self.steps[runs[-1][1]].kind == "dyn_slice":
+                runs[-1][1] = i
+            else:
+                runs.append([i, i])
+        return [(a, b) for a, b in runs]
 
     @cached_property
     def recv_bytes_per_device_per_step(self) -> np.ndarray:
@@ -177,12 +192,16 @@ class Plan:
         return rows
 
     def to_schedule(self) -> Schedule:
-        ops = tuple(
-            schedule_op(c, a, b, self.mesh, self.itemsize)
-            for c, a, b, noop in zip(self.steps, self.all_types[:-1], self.all_types[1:],
-                                     self.noop_steps)
-            if not noop
-        )
+        ops = []
+        for first, last in self.device_steps():
+            t_out = self.all_types[last + 1]
+            op = schedule_op(self.steps[first], self.all_types[first], self.all_types[first + 1],
+                             self.mesh, self.itemsize)
+            if last > first:  # a fused slice: read the first input, write the last output
+                op = replace(op, out_bytes=self.shard_bytes(t_out), label=" + ".join(
+                    str(c) for c, noop in zip(self.steps[first:last + 1], self.noop_steps[first:last + 1])
+                    if not noop))
+            ops.append(op)
         return Schedule(
             num_devices=self.mesh.size,
             ops=ops,

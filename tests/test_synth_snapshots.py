@@ -116,6 +116,15 @@ def test_fused_groups_are_capped():
         np.testing.assert_array_equal(got, want)
 
 
+def test_consecutive_slices_are_one_local_op():
+    plan = synthesize("x=8,y=2,z=4", "[256, 64, 128]", "[256, 64{z,y}, 128{x}]", itemsize=1)
+    assert [s.kind for s in plan.steps] == ["dyn_slice"] * 3
+    assert plan.device_steps() == [(0, 2)]
+    (op,) = plan.to_schedule().ops
+    assert op.kind == "dyn_slice" and op.in_bytes == 256 * 64 * 128 and op.out_bytes == 256 * 8 * 16
+    assert plan.peak_live_bytes == op.in_bytes + op.out_bytes
+
+
 def test_schedule_lowering():
     plan = synthesize("x=2,y=4", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]", itemsize=4)
     sch = plan.to_schedule()
