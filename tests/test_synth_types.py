@@ -76,3 +76,19 @@ def test_check_against_mesh():
         ArrayType.parse("[6{y}]").check(mesh)
     with pytest.raises(MeshError):
         Mesh.parse("x=2,x=3")
+
+
+def test_layering_heavy_imports_stay_in_their_packages():
+    """synth imports no jax/simpy/plotly/streamlit; models+simulator and experiments no jax."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, synth, synth.search, synth.cli\n"
+        "bad = [m for m in ('jax', 'simpy', 'plotly', 'streamlit') if m in sys.modules]\n"
+        "assert not bad, ('synth', bad)\n"
+        "import models, simulator, experiments.backends, experiments.runner\n"
+        "assert 'jax' not in sys.modules, 'jax imported outside executor/'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
