@@ -189,9 +189,19 @@ def simulate_plan(plan: synth.Plan, sc: Scenario, placement: str = "",
                              bandwidth_scale, latency_scale)
 
 
+def _schedule_key(schedule: synth.Schedule) -> str:
+    """The schedule as JSON without the labels that do not change its simulation
+    (its name and which planner made it), so two planners that produce the same
+    device-level schedule (often ``normal`` and ``search``) share one simulation."""
+    d = schedule.to_dict()
+    d["name"] = ""
+    d["meta"] = {k: v for k, v in d.get("meta", {}).items() if k not in ("planner", "strategy")}
+    return json.dumps(d, sort_keys=True)
+
+
 def simulate_schedule(schedule: synth.Schedule, mesh_text: str, sc: Scenario, placement: str = "",
                       bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
-    return _simulate_cached(schedule.to_json(), mesh_text, sc.machine_profile, sc.machine_size,
+    return _simulate_cached(_schedule_key(schedule), mesh_text, sc.machine_profile, sc.machine_size,
                             placement, float(bandwidth_scale), float(latency_scale))
 
 
