@@ -17,8 +17,6 @@ import math
 
 from executor.errors import ExecutorError
 
-PARTITIONERS = ("shardy", "gspmd")
-
 
 def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "float32"):
     """The :class:`synth.Schedule` XLA compiles for ``src -> dst`` on ``mesh``."""
@@ -26,25 +24,18 @@ def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "floa
     import jax.numpy as jnp
 
     from executor.hlo import hlo_to_schedule
-    from executor.run import capture_fd2, jax_mesh, named_sharding
+    from executor.run import PARTITIONERS, compile_identity, jax_mesh, named_sharding
 
     if partitioner not in PARTITIONERS:
         raise ExecutorError(f"xla_schedule: unknown partitioner {partitioner!r}; choose one of {list(PARTITIONERS)}")
     jmesh = jax_mesh(mesh)
     src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
     x = jax.ShapeDtypeStruct(src.shape, jnp.dtype(dtype), sharding=src_s)
-    old = jax.config.jax_use_shardy_partitioner
-    jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
-    try:
-        fn = jax.jit(lambda a: a, out_shardings=dst_s)
-        with capture_fd2() as cap:
-            compiled = fn.lower(x).compile()
-    finally:
-        jax.config.update("jax_use_shardy_partitioner", old)
+    compiled, log = compile_identity(x, dst_s, partitioner)
     itemsize = jnp.dtype(dtype).itemsize
     sched = hlo_to_schedule(compiled.as_text(), num_devices=mesh.size,
                             global_bytes=math.prod(src.shape) * itemsize,
-                            name=f"xla-{partitioner}: {mesh}", log=cap["text"])
+                            name=f"xla-{partitioner}: {mesh}", log=log)
     sched.meta.update({"mesh": str(mesh), "dst": str(dst), "itemsize": itemsize,
                        "strategy": f"xla-{partitioner}"})
     return sched

@@ -294,14 +294,24 @@ def xla_reshard(mesh, src, dst, partitioner: str = "shardy", x: np.ndarray | Non
     jmesh = jax_mesh(mesh, devices)
     src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
     xs = jax.device_put(x, src_s)
+    compiled, log = compile_identity(xs, dst_s, partitioner)
+    global_bytes = int(np.prod(src.shape)) * itemsize
+    return _finish(f"xla-{partitioner}", compiled, compiled, xs, x, dst, mesh, jmesh, measure,
+                   warmup, repeats, strict, log, global_bytes, itemsize)
+
+
+def compile_identity(x, dst_sharding, partitioner: str):
+    """Compile XLA's own resharding, ``jax.jit(identity, out_shardings=dst)``, of ``x``
+    (an array or an abstract ``jax.ShapeDtypeStruct`` carrying its sharding) under
+    ``partitioner``. Returns the compiled program and XLA's log of the compile."""
+    import jax
+
     old = jax.config.jax_use_shardy_partitioner
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     try:
-        fn = jax.jit(lambda a: a, out_shardings=dst_s)
+        fn = jax.jit(lambda a: a, out_shardings=dst_sharding)
         with capture_fd2() as cap:
-            compiled = fn.lower(xs).compile()
+            compiled = fn.lower(x).compile()
     finally:
         jax.config.update("jax_use_shardy_partitioner", old)
-    global_bytes = int(np.prod(src.shape)) * itemsize
-    return _finish(f"xla-{partitioner}", compiled, compiled, xs, x, dst, mesh, jmesh, measure,
-                   warmup, repeats, strict, cap["text"], global_bytes, itemsize)
+    return compiled, cap["text"]
