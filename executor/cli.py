@@ -17,12 +17,8 @@ import argparse
 import json
 import sys
 
+from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise RedistributionError(f"{self.prog}: {message} (see --help)")
 
 
 def _case_args(p, dtype=True):
@@ -44,10 +40,10 @@ def _device_args(p):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m executor",
+    p = UserErrorParser(prog="python -m executor",
                 description="Run redistribution plans and XLA's own resharding on JAX devices; read XLA's "
                             "plan from its HLO; calibrate the simulator.")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", parser_class=UserErrorParser)
     sub.required = True
 
     c = sub.add_parser("compare", help="ours vs XLA (Shardy and GSPMD): correctness, time, memory",

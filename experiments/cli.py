@@ -16,19 +16,15 @@ import json
 import os
 import sys
 
+from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise RedistributionError(f"{self.prog}: {message} (see --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m experiments",
+    p = UserErrorParser(prog="python -m experiments",
                 description="Suites of redistributions, resumable batch sweeps, and reports that "
                 "compare our plans with XLA's resharding and the lower bound.")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", parser_class=UserErrorParser)
     sub.required = True
     r = sub.add_parser("run", help="run a sweep config into a results folder (resumes if it has rows)",
                        description="Run every case x machine x planner x what-if knob of CONFIG in "

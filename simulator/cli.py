@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 
+from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
 
 EXAMPLE = {
@@ -26,17 +27,12 @@ EXAMPLE = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise RedistributionError(f"{self.prog}: {message} (see --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from synth.planners import PLANNERS
 
-    p = _Parser(prog="python -m simulator",
+    p = UserErrorParser(prog="python -m simulator",
                 description="Simulate redistributions on machine topologies (SimPy, FIFO links).")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", parser_class=UserErrorParser)
     sub.required = True
     r = sub.add_parser(
         "run", help="simulate one redistribution or a schedule file",

@@ -22,16 +22,17 @@ EXAMPLE = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors in one line with status 2."""
+class UserErrorParser(argparse.ArgumentParser):
+    """argparse whose usage errors raise :class:`RedistributionError`, so every CLI of
+    the project reports them like any other user error: one line, status 2."""
 
     def error(self, message):
         raise RedistributionError(f"{self.prog}: {message} (see --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m synth", description="Synthesize memory-efficient redistributions.")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    p = UserErrorParser(prog="python -m synth", description="Synthesize memory-efficient redistributions.")
+    sub = p.add_subparsers(dest="cmd", parser_class=UserErrorParser)
     sub.required = True
     pl = sub.add_parser("plan", help="synthesize a plan from --src to --dst on --mesh",
                         description="Synthesize a plan. Types use the canonical form "
