@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from synth import limits as _limits
 from synth.errors import MeshError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -55,8 +56,10 @@ class Mesh:
             name, _, size_s = part.partition("=")
             name, size_s = name.strip(), size_s.strip()
             try:
-                size = int(size_s)
-            except ValueError:
+                size = int(_limits.check_digits(size_s, f"Mesh.parse: axis {name!r} size"))
+            except ValueError as e:
+                if isinstance(e, _limits.LimitError):
+                    raise
                 raise MeshError(
                     f"Mesh.parse({text!r}): axis {name!r} has size {size_s!r}, "
                     "which is not an integer"
@@ -155,3 +158,4 @@ def _check_axes(axes):
             raise MeshError(f"Mesh: axis {n!r} has size {s!r}, which is not an integer")
         if s < 1:
             raise MeshError(f"Mesh: axis {n!r} has size {s}; sizes must be >= 1")
+    _limits.check_mesh([s for _, s in axes], "Mesh")

@@ -313,6 +313,9 @@ def synthesize(mesh, src, dst, planner: str = "normal", itemsize: int = 4) -> Pl
         )
     if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
         raise RedistributionError(f"synthesize: itemsize must be a positive integer, got {itemsize!r}")
+    from synth.limits import check_itemsize
+
+    check_itemsize(itemsize, "synthesize: itemsize")
     try:
         fn = PLANNERS[planner]
     except KeyError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synth import limits as _limits
 from synth.errors import TypeSpecError
 from synth.mesh import Mesh
 
@@ -78,7 +79,7 @@ class ArrayType:
                     f"ArrayType.parse({text!r}): dim {i} {part.strip()!r} is not 'SIZE' or "
                     "'SIZE{axis,...}', e.g. '4096{y,z}'"
                 )
-            size = int(m.group(1))
+            size = _limits.parse_int(m.group(1), f"ArrayType.parse: dim {i} size")
             axes_s = m.group(2)
             axes = tuple(a.strip() for a in axes_s.split(",")) if axes_s and axes_s.strip() else ()
             if any(not a for a in axes):
@@ -261,6 +262,7 @@ def _check_syntax(dims):
                     "most once in a type"
                 )
             seen[a] = i
+    _limits.check_shape([d.size for d in dims], "ArrayType")
 
 
 def parse_type(text, shape=None) -> ArrayType:

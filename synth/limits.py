@@ -1,0 +1,251 @@
+"""Resource limits: the largest inputs the tools accept, checked before any work.
+
+A hostile or mistyped input (a 10**9-device mesh, ``--cases 1e30``, a 5000-digit
+size) must end in one clear line, never in a run that eats the machine's memory or
+never ends. Every entry point (the CLIs, :func:`synth.synthesize`, ``Mesh``,
+``ArrayType``, the sweep configs, schedule and profile files) checks its input
+against these limits. The defaults serve machines of 65,536 devices:
+
+=================  ==============  ==============================================
+limit              default         what it bounds
+=================  ==============  ==============================================
+``devices``        65,536          devices of a mesh, a machine profile, a schedule
+``cpu_devices``    8,192           virtual CPU devices JAX creates (``--devices``)
+``mesh_axes``      16              axes of a mesh
+``rank``           32              dimensions of an array type
+``elements``       2**53           elements of one global array (exact in float64)
+``itemsize``       64              bytes per element
+``cases``          100,000         cases of a benchmark, report or random suite
+``repeats``        10,000          timed or warm-up runs of one measurement
+``digits``         30              digits of any integer the user types
+=================  ==============  ==============================================
+
+Each can be raised (or lowered) with an environment variable
+``REDIST_LIMIT_<NAME>`` (e.g. ``REDIST_LIMIT_DEVICES=131072``). Work whose memory
+grows with the input is estimated first and refused when the estimate exceeds the
+memory budget: the memory the operating system reports available (``MemAvailable``),
+or ``REDIST_MEMORY_BUDGET_BYTES`` when set.
+
+All failures raise :class:`LimitError` (a ``RedistributionError``), so
+the CLIs print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from synth.errors import RedistributionError
+
+
+class LimitError(RedistributionError):
+    """An input beyond a documented resource limit."""
+
+
+_DEFAULTS = {
+    "devices": 65_536,
+    "cpu_devices": 8_192,
+    "mesh_axes": 16,
+    "rank": 32,
+    "elements": 2**53,
+    "itemsize": 64,
+    "cases": 100_000,
+    "repeats": 10_000,
+    "digits": 30,
+}
+
+#: One line per limit, for error messages and ``--help`` texts.
+DESCRIPTIONS = {
+    "devices": "devices in a mesh, machine or schedule",
+    "cpu_devices": "virtual CPU devices JAX creates",
+    "mesh_axes": "axes of a mesh",
+    "rank": "dimensions of an array type",
+    "elements": "elements of one global array",
+    "itemsize": "bytes per element",
+    "cases": "cases of one benchmark, report or suite",
+    "repeats": "timed or warm-up runs",
+    "digits": "digits of an integer",
+}
+
+
+def limit(name: str) -> int:
+    """The current value of limit ``name`` (the environment overrides the default)."""
+    default = _DEFAULTS[name]
+    env = os.environ.get(f"REDIST_LIMIT_{name.upper()}")
+    if env is None:
+        return default
+    try:
+        v = int(env.strip()[:40])
+    except ValueError:
+        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer; unset it or "
+                         f"give a positive integer (default {default})") from None
+    if v < 1:
+        raise LimitError(f"REDIST_LIMIT_{name.upper()}={v} must be >= 1 (default {default})")
+    return v
+
+
+def limits() -> dict[str, int]:
+    """Every limit's current value."""
+    return {k: limit(k) for k in _DEFAULTS}
+
+
+def _fix(name: str) -> str:
+    return f"the limit is {limit(name):,} {DESCRIPTIONS[name]} (set REDIST_LIMIT_{name.upper()} to change it)"
+
+
+def check(name: str, value: int, what: str) -> int:
+    """Refuse ``value`` above limit ``name``; ``what`` names the input."""
+    if value > limit(name):
+        shown = f"{value:,}" if value < 10**30 else f"about 10^{len(str(value)) - 1}"
+        raise LimitError(f"{what} is {shown}; {_fix(name)}")
+    return value
+
+
+def check_devices(n: int, what: str = "the mesh") -> int:
+    return check("devices", n, f"{what}: device count")
+
+
+def check_cpu_devices(n: int, what: str = "--devices") -> int:
+    return check("cpu_devices", n, what)
+
+
+def check_mesh(sizes, what: str = "Mesh") -> None:
+    """Axis count and device count of a mesh with axis ``sizes``."""
+    sizes = list(sizes)
+    check("mesh_axes", len(sizes), f"{what}: number of axes")
+    for s in sizes:
+        check("devices", int(s), f"{what}: axis size")
+    check_devices(math.prod(int(s) for s in sizes), what)
+
+
+def check_shape(shape, what: str = "ArrayType") -> None:
+    """Rank and element count of a global array shape."""
+    shape = list(shape)
+    check("rank", len(shape), f"{what}: rank")
+    for s in shape:
+        check("elements", int(s), f"{what}: dimension size")
+    check("elements", math.prod(int(s) for s in shape), f"{what}: element count")
+
+
+def check_itemsize(n, what: str = "itemsize") -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise LimitError(f"{what} must be a positive integer number of bytes, got {n!r}")
+    return check("itemsize", n, what)
+
+
+def check_count(n, what: str, name: str = "cases", minimum: int = 1) -> int:
+    """A count (cases, repeats): an integer in ``[minimum, limit]``."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise LimitError(f"{what} must be an integer, got {n!r}")
+    if n < minimum:
+        raise LimitError(f"{what} must be >= {minimum}, got {n}")
+    return check(name, n, what)
+
+
+def check_digits(text: str, what: str) -> str:
+    """Refuse user-typed integer text with more than ``digits`` digits (before any
+    ``int()``, which Python itself refuses at 4300 digits with a ValueError)."""
+    s = str(text).strip()
+    digits = s.lstrip("+-").replace("_", "")
+    if len(digits) > limit("digits") and digits.isdigit():
+        raise LimitError(f"{what}: {s[:12]}... has {len(digits)} digits; {_fix('digits')}")
+    return s
+
+
+def parse_int(text: str, what: str) -> int:
+    """``int(text)`` for user-typed text, refusing more than ``digits`` digits before
+    converting (Python refuses 4300+ digits with a ValueError of its own)."""
+    s = check_digits(text, what)
+    try:
+        return int(s)
+    except ValueError:
+        raise LimitError(f"{what}: {s[:40]!r} is not an integer") from None
+
+
+# -- argparse types --------------------------------------------------------------------------
+def int_arg(minimum: int | None = None, name: str | None = None, maximum: int | None = None):
+    """An argparse ``type=`` for integers in ``[minimum, limit(name) or maximum]``: every
+    out-of-range value becomes one usage line (status 2 through UserErrorParser)."""
+
+    def conv(text: str) -> int:
+        try:
+            v = parse_int(text, "value")
+        except LimitError as e:
+            raise argparse.ArgumentTypeError(str(e).replace("value: ", "")) from None
+        if minimum is not None and v < minimum:
+            raise argparse.ArgumentTypeError(f"{v} is below the minimum {minimum}")
+        hi = limit(name) if name else maximum
+        if hi is not None and v > hi:
+            extra = f" ({_fix(name)})" if name else ""
+            raise argparse.ArgumentTypeError(f"{v} is above the maximum {hi:,}{extra}")
+        return v
+
+    conv.__name__ = "integer"
+    return conv
+
+
+def float_arg(minimum: float | None = None, maximum: float | None = None, positive: bool = False):
+    """An argparse ``type=`` for finite floats (``inf``/``nan`` refused)."""
+
+    def conv(text: str) -> float:
+        try:
+            v = float(str(text)[:64])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number")
+        if positive and v <= 0:
+            raise argparse.ArgumentTypeError(f"{v} must be > 0")
+        if minimum is not None and v < minimum:
+            raise argparse.ArgumentTypeError(f"{v} is below the minimum {minimum}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"{v} is above the maximum {maximum}")
+        return v
+
+    conv.__name__ = "number"
+    return conv
+
+
+# -- memory ----------------------------------------------------------------------------------
+def available_memory_bytes() -> int:
+    """The memory budget: ``REDIST_MEMORY_BUDGET_BYTES`` if set, else what the OS reports
+    available (``MemAvailable`` on Linux; physical pages elsewhere)."""
+    env = os.environ.get("REDIST_MEMORY_BUDGET_BYTES")
+    if env:
+        try:
+            return int(float(env))
+        except ValueError:
+            raise LimitError(f"REDIST_MEMORY_BUDGET_BYTES={env[:40]!r} is not a number of bytes") from None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
+        return 1 << 62
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, k in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_memory(nbytes: float, what: str) -> float:
+    """Refuse work estimated to need ``nbytes`` of host memory when it cannot fit."""
+    avail = available_memory_bytes()
+    if nbytes > avail:
+        raise LimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
+                         f"available; choose a smaller input (or set REDIST_MEMORY_BUDGET_BYTES)")
+    return nbytes
+
+
+def check_array_memory(num_elems: int, itemsize: int, copies: float, what: str) -> float:
+    """``copies`` live copies of a ``num_elems x itemsize`` array must fit."""
+    return check_memory(float(num_elems) * itemsize * copies, what)
