@@ -37,6 +37,12 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
+# CPU work never probes for a TPU: without an accelerator (and without the user's own
+# JAX_PLATFORMS) JAX starts its CPU backend only. Cheap: a few glob()s, no jax import.
+from executor._jaxsetup import default_platforms as _default_platforms  # noqa: E402
+
+_default_platforms()
+
 
 def __getattr__(name):
     if name in _LAZY:

@@ -8,12 +8,40 @@ It is the only place that decides how JAX starts; everything else calls it.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
 from executor.errors import ExecutorError
 
 _FLAG = "--xla_force_host_platform_device_count"
+#: Device files of accelerators JAX could use (TPU VMs: /dev/accel*, /dev/vfio/N;
+#: NVIDIA: /dev/nvidia0..; AMD: /dev/kfd).
+_ACCEL_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*", "/dev/nvidia[0-9]*", "/dev/kfd")
+
+
+def has_accelerator() -> bool:
+    return any(glob.glob(p) for p in _ACCEL_FILES)
+
+
+def default_platforms() -> str | None:
+    """Use the CPU backend unless the machine has an accelerator or the user chose.
+
+    With libtpu installed, JAX would otherwise probe for a TPU when its backend starts
+    (slow, and libtpu logs warnings about the missing TPU). ``JAX_PLATFORMS`` set by
+    the user always wins. Returns the platform list now in force (``None``: JAX's own
+    choice). Compiling for a TPU topology (executor.tpu) does not need the TPU backend."""
+    chosen = os.environ.get("JAX_PLATFORMS")
+    if chosen is None and not has_accelerator():
+        os.environ["JAX_PLATFORMS"] = chosen = "cpu"
+        import sys
+
+        if "jax" in sys.modules and not _backend_started():
+            try:
+                sys.modules["jax"].config.update("jax_platforms", "cpu")
+            except Exception:  # noqa: BLE001 - an older JAX reads the variable only
+                pass
+    return chosen
 
 
 def set_cpu_device_count(n: int) -> None:
@@ -36,6 +64,7 @@ def ensure_devices(n: int | None = None):
 
     ``n=None`` uses whatever the backend offers. On CPU the count is set first;
     on GPU/TPU the devices that exist are used and ``n`` must not exceed them."""
+    default_platforms()
     import jax
 
     if n is not None and not _backend_started():

@@ -39,6 +39,15 @@ def _device_args(p):
                         "devices present are used)")
 
 
+def _target_args(p, what):
+    p.add_argument("--target", default=None, metavar="PROFILE:SIZE",
+                   help=f"{what}; PROFILE:SIZE is a TPU profile of the simulator: tpu-v5p:16x16x16, "
+                        "tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8 (the mesh must have one device per chip)")
+    p.add_argument("--placement", default=None,
+                   help="with --target: mesh device -> chip, as the simulator's --placement "
+                        "(default row-major: device d on chip d)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = UserErrorParser(prog="python -m executor",
                 description="Run redistribution plans and XLA's own resharding on JAX devices; read XLA's "
@@ -52,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and measure it (warm-up, repeats, median/p10/p90, compiled temp bytes).")
     _case_args(c)
     _device_args(c)
+    _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice with libtpu, no TPU "
+                    "needed, and compare compiled temp memory and collectives (compile-only: no times)")
     c.add_argument("--planner", default="normal", help="our planner: normal (default), easy, search")
     c.add_argument("--repeats", type=int, default=10, help="timed runs (default: %(default)s; at least 10)")
     c.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: %(default)s)")
@@ -72,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     _case_args(x)
     _device_args(x)
     x.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    _target_args(x, "compile for this TPU slice with libtpu's TPU compiler (no TPU needed) instead of "
+                    "the local CPU backend; adds temp bytes")
     x.add_argument("--out", default=None, help="also write the schedule JSON to this file")
     x.add_argument("--hlo", action="store_true", help="print the compiled HLO text as well")
     x.add_argument("--json", action="store_true", help="print the schedule as one JSON document")
@@ -114,6 +127,11 @@ def _compare(args):
     from executor.compare import compare
     from executor.fmt import fmt_bytes, fmt_time, table
 
+    if args.target is not None:
+        return _compare_target(args)
+    if args.placement is not None:
+        raise RedistributionError("--placement applies with --target only (the local backend's devices "
+                                  "are used in id order)")
     if args.repeats < 10:
         raise RedistributionError(f"--repeats {args.repeats}: the protocol needs at least 10 timed runs")
     mesh, src, dst = _case(args)
@@ -133,6 +151,28 @@ def _compare(args):
                      "YES" if r["full_remat"] else "no", " ".join(r["collectives"]) or "-"])
     print(table(rows, ["strategy", "correct", "time", "p10 .. p90", "temp", "temp+out", "full remat",
                        "collectives"]))
+    print("our plan: " + (" ; ".join(res["ours"]["plan_steps"]) or "(no steps)"))
+    return None
+
+
+def _compare_target(args):
+    from executor.fmt import fmt_bytes, table
+    from executor.tpu import compare_on_target
+
+    mesh, src, dst = _case(args)
+    res = compare_on_target(args.target, mesh, src, dst, itemsize=args.itemsize, dtype=args.dtype,
+                            planner=args.planner, placement=args.placement)
+    if args.json:
+        return res
+    print(f"mesh {mesh}: {src} -> {dst}  compiled for {res['target']} by libtpu's TPU compiler "
+          f"({res['dtype']}, placement {res['placement']}); compile-only: nothing ran, no times")
+    rows = []
+    for k in ("ours", "xla_shardy", "xla_gspmd"):
+        r = res[k]
+        rows.append([k, fmt_bytes(r["temp_bytes"]), fmt_bytes(r["output_bytes"]),
+                     "YES" if r["full_remat"] else "no", " ".join(r["collectives"]) or "-",
+                     f"{r['compile_s']:.2f} s"])
+    print(table(rows, ["strategy", "temp", "output", "full remat", "collectives", "compile"]))
     print("our plan: " + (" ; ".join(res["ours"]["plan_steps"]) or "(no steps)"))
     return None
 
@@ -164,11 +204,25 @@ def _xla_schedule(args):
     from executor.run import xla_reshard
 
     mesh, src, dst = _case(args)
-    ensure_devices(args.devices)
-    r = xla_reshard(mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
-                    measure=False, strict=False)
-    sched = r.schedule
-    sched.meta.update({"src": str(src), "partitioner": args.partitioner, "correct": r.correct})
+    if args.target is not None:
+        from executor.tpu import compile_xla
+
+        r = compile_xla(args.target, mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
+                        placement=args.placement)
+        sched = r.schedule
+        sched.meta.update({"partitioner": args.partitioner, "temp_bytes": r.temp_bytes,
+                           "compile_only": True, "compile_s": round(r.compile_s, 3)})
+        where = f" compiled for {r.target} (libtpu, compile-only), temp {fmt_bytes(r.temp_bytes)}"
+    else:
+        if args.placement is not None:
+            raise RedistributionError("--placement applies with --target only")
+        platform = ensure_devices(args.devices)[0].platform
+        r = xla_reshard(mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
+                        measure=False, strict=False)
+        sched = r.schedule
+        sched.meta.update({"src": str(src), "partitioner": args.partitioner, "correct": r.correct,
+                           "compiler": platform, "temp_bytes": r.memory.temp_bytes})
+        where = f" (local {platform} backend, temp {fmt_bytes(r.memory.temp_bytes)})"
     d = sched.to_dict()
     if args.out:
         with open(args.out, "w") as f:
@@ -177,7 +231,7 @@ def _xla_schedule(args):
         if args.hlo:
             d = dict(d, hlo=r.hlo_text)
         return d
-    print(f"XLA ({args.partitioner}) {src} -> {dst} on {mesh}: {len(sched.ops)} ops, "
+    print(f"XLA ({args.partitioner}) {src} -> {dst} on {mesh}{where}: {len(sched.ops)} ops, "
           f"full rematerialization: {'YES (' + sched.meta['full_remat_reason'] + ')' if r.full_remat else 'no'}")
     rows = [[i, op.kind, fmt_bytes(op.in_bytes), fmt_bytes(op.out_bytes), fmt_bytes(op.recv_bytes),
              (str([list(g) for g in op.groups[:4]]) + (" ..." if len(op.groups) > 4 else "")) if op.kind != "permute"

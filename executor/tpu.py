@@ -1,0 +1,369 @@
+"""Compile for a TPU slice without a TPU: ahead-of-time compilation through libtpu.
+
+``jax.experimental.topologies.get_topology_desc`` gives abstract ("compile-only")
+devices of any TPU slice libtpu knows; a program whose shardings live on them lowers
+and compiles with the real TPU compiler, on this CPU-only machine. Nothing runs, so
+the results are the compiled program's schedule and its memory
+(``compiled.memory_analysis()``), never times.
+
+* :func:`parse_target` -- ``tpu-v5p:16x16x16`` -> :class:`Target` (the simulator's
+  profile and size, and libtpu's topology name);
+* :func:`tpu_mesh` -- a ``jax.sharding.Mesh`` over the slice's devices, with mesh
+  device ``d`` on the chip the simulator's placement gives it;
+* :func:`compile_xla` -- XLA's own resharding (Shardy or GSPMD) compiled for the slice;
+* :func:`compile_plan` -- our plan's ``shard_map`` program compiled for the slice.
+
+**Placement.** The simulator numbers a torus's chips row-major over the profile's
+dimensions ``X, Y, Z`` (``models.placement``); libtpu gives each chip its
+coordinates ``(x, y, z)``. Chip ``c`` is the TPU device whose coordinates are
+``numpy.unravel_index(c, dims)``. With the default (row-major) placement, mesh device
+``d`` sits on chip ``d``, the same chip the simulator puts it on; any
+``models.placement`` string (``x=Z,y=Y,z=X``, ``devices:...``) moves both alike.
+Device ids in the compiled HLO are positions in the mesh (synth's row-major ids), so
+the extracted schedule replays on the simulator with the same placement.
+
+**TPU v4 megacore.** libtpu describes a v4 chip as two TensorCores by default; JAX on
+a v4 runs one device per chip (megacore). The v4 topology is requested with
+``chip_config_name="megacore"``, which gives one device per chip.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from executor.errors import ExecutorError
+
+#: Simulator profile -> (libtpu's name, chip config). Sizes are the profile's sizes.
+TPU_TARGETS = {
+    "tpu-v5p": ("v5p", None),
+    "tpu-v4": ("v4", "megacore"),
+    "tpu-v5e": ("v5e", None),
+    "tpu-v6e": ("v6e", None),
+}
+EXAMPLES = "tpu-v5p:16x16x16, tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8"
+INSTALL_HINT = ("pip install -U 'jax[tpu]' (or: pip install libtpu, the version jax's "
+                "requirements pin; about 690 MB installed)")
+
+
+class TargetError(ExecutorError):
+    """A ``--target`` the TPU compiler cannot take (names the input and the choices)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A TPU slice to compile for: the simulator's ``profile`` and ``size``."""
+
+    profile: str
+    size: str
+    libtpu_name: str
+    chip_config: str | None = None
+
+    @property
+    def spec(self) -> str:
+        return f"{self.profile}:{self.size}"
+
+    @property
+    def topology_name(self) -> str:
+        return f"{self.libtpu_name}:{self.size}"
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.size.split("x"))
+
+    @property
+    def num_chips(self) -> int:
+        return math.prod(self.dims)
+
+    def machine(self):
+        import models
+
+        return models.load_profile(self.profile, self.size)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def is_tpu_target(text) -> bool:
+    return isinstance(text, str) and text.strip().lower().startswith("tpu-")
+
+
+def parse_target(text: str) -> Target:
+    """``PROFILE:SIZE`` -> :class:`Target`; the size is checked by the simulator's profile."""
+    raw = str(text).strip()
+    prof, _, size = raw.partition(":")
+    prof = prof.strip().lower()
+    if prof not in TPU_TARGETS:
+        gpu = " (XLA's GPU compiler cannot compile without a GPU in this JAX; see docs/executor.md)" \
+            if prof.startswith(("dgx", "gb", "h100", "a100")) else ""
+        raise TargetError(f"--target {raw!r}: unknown target{gpu}; use PROFILE:SIZE with PROFILE one of "
+                          f"{sorted(TPU_TARGETS)}, e.g. {EXAMPLES}")
+    if not size.strip():
+        raise TargetError(f"--target {raw!r}: give the slice size, e.g. {prof}:"
+                          f"{'4x4x4' if prof in ('tpu-v5p', 'tpu-v4') else '4x4'}")
+    import models
+
+    try:
+        m = models.load_profile(prof, size.strip())
+    except ValueError as e:
+        raise TargetError(f"--target {raw!r}: {e}") from None
+    name, chip = TPU_TARGETS[prof]
+    return Target(prof, "x".join(str(d) for d in m.dims), name, chip)
+
+
+def target_of(text_or_target) -> Target:
+    return text_or_target if isinstance(text_or_target, Target) else parse_target(text_or_target)
+
+
+# -- libtpu ---------------------------------------------------------------------------
+def _quiet_env() -> None:
+    """Keep libtpu from probing for a TPU and from logging about not finding one."""
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
+def libtpu_status() -> str | None:
+    """``None`` when libtpu can be found, else why not (one line)."""
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("libtpu") is None:
+            return "libtpu is not installed"
+    except (ImportError, ValueError) as e:
+        return f"libtpu cannot be found ({e})"
+    return None
+
+
+@lru_cache(maxsize=16)
+def _topology(topology_name: str, chip_config: str | None):
+    from executor._jaxsetup import default_platforms
+    from executor.run import capture_fd2
+
+    default_platforms()
+    _quiet_env()
+    from jax.experimental import topologies
+
+    kw = {"chip_config_name": chip_config} if chip_config else {}
+    with capture_fd2() as cap:
+        try:
+            topo = topologies.get_topology_desc(topology_name=topology_name, platform="tpu", **kw)
+            err = None
+        except Exception as e:  # noqa: BLE001 - reported below as one line
+            err = e
+    if err is not None:
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return None, msg, cap["text"]
+    return topo, None, cap["text"]
+
+
+def topology(target) -> object:
+    """libtpu's description of the slice (compile-only devices); errors are one line."""
+    t = target_of(target)
+    why = libtpu_status()
+    if why:
+        raise TargetError(f"--target {t.spec}: {why}; the TPU compiler comes from libtpu: {INSTALL_HINT}")
+    topo, err, log = _topology(t.topology_name, t.chip_config)
+    if topo is None:
+        low = err.lower()
+        if any(s in low for s in ("libtpu", "plugin", "not found", "unable to load", "cannot open")) \
+                and "topology" not in low:
+            raise TargetError(f"--target {t.spec}: libtpu could not load ({err}); install it with: {INSTALL_HINT}")
+        raise TargetError(f"--target {t.spec}: libtpu rejects topology {t.topology_name!r} ({err}); "
+                          f"use a slice libtpu supports, e.g. {EXAMPLES}")
+    if len(topo.devices) != t.num_chips:
+        raise TargetError(f"--target {t.spec}: libtpu describes {len(topo.devices)} devices for "
+                          f"{t.num_chips} chips; expected one device per chip")
+    return topo
+
+
+def chip_devices(target) -> list:
+    """The slice's devices in the simulator's chip order (row-major over the dims)."""
+    t = target_of(target)
+    topo = topology(t)
+    by_coords = {tuple(d.coords): d for d in topo.devices}
+    dims3 = tuple(t.dims) + (1,) * (3 - len(t.dims))
+    out = []
+    for c in range(t.num_chips):
+        xyz = tuple(int(v) for v in np.unravel_index(c, dims3))
+        if xyz not in by_coords:
+            raise TargetError(f"--target {t.spec}: libtpu has no chip at coordinates {list(xyz)}")
+        out.append(by_coords[xyz])
+    return out
+
+
+def placement_chips(target, mesh, placement=None) -> tuple[int, ...]:
+    """Chip of each mesh device, as the simulator places it (``models.placement``)."""
+    from models.placement import Placement
+
+    t = target_of(target)
+    if mesh.size != t.num_chips:
+        raise TargetError(
+            f"mesh {mesh} has {mesh.size} devices but --target {t.spec} has {t.num_chips} chips; use a "
+            f"mesh of {t.num_chips} devices or a target with {mesh.size} chips ({_size_hint(t, mesh.size)})")
+    return Placement.of(placement, mesh, t.machine()).chips
+
+
+def _size_hint(t: Target, n: int) -> str:
+    from models.profiles import load_profile
+
+    base = load_profile(t.profile)
+    dims = [1] * len(base.dims)
+    rest, k = n, 0
+    while rest > 1:
+        f = next(p for p in range(2, rest + 1) if rest % p == 0)
+        k = min(range(len(dims)), key=lambda i: (dims[i], i))
+        dims[k] *= f
+        rest //= f
+    return f"e.g. {t.profile}:{'x'.join(str(d) for d in sorted(dims, reverse=True))}"
+
+
+def tpu_mesh(target, mesh, placement=None):
+    """A ``jax.sharding.Mesh`` of ``mesh``'s shape over the slice: device ``d`` (row-major
+    over the mesh, synth's id) on the chip the simulator's placement gives it."""
+    from jax.sharding import Mesh as JMesh
+
+    chips = placement_chips(target, mesh, placement)
+    devs = chip_devices(target)
+    arr = np.empty(mesh.size, dtype=object)
+    for d, c in enumerate(chips):
+        arr[d] = devs[c]
+    return JMesh(arr.reshape(mesh.sizes), mesh.names)
+
+
+# -- compiling ---------------------------------------------------------------------------
+@dataclass
+class TpuCompiled:
+    """One program compiled for a TPU slice: its schedule and memory, no times."""
+
+    strategy: str
+    target: str
+    schedule: object
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    compile_s: float
+    full_remat: bool
+    hlo_text: str = field(default="", repr=False)
+    log: str = field(default="", repr=False)
+
+    @property
+    def collectives(self) -> list[str]:
+        return [op.kind for op in self.schedule.ops if not op.is_local]
+
+    @property
+    def remat_reason(self) -> str:
+        return str(self.schedule.meta.get("full_remat_reason", ""))
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "target": self.target, "compiler": f"tpu ({self.target}, libtpu)",
+                "compile_only": True, "temp_bytes": self.temp_bytes, "argument_bytes": self.argument_bytes,
+                "output_bytes": self.output_bytes, "full_remat": self.full_remat,
+                "full_remat_reason": self.remat_reason, "collectives": self.collectives,
+                "compile_s": self.compile_s}
+
+
+def _abstract_input(jmesh, src, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    from executor.run import named_sharding
+
+    return jax.ShapeDtypeStruct(src.shape, jnp.dtype(dtype), sharding=named_sharding(jmesh, src))
+
+
+def _finish(strategy, t, compiled, log, mesh, src, dst, itemsize, compile_s) -> TpuCompiled:
+    from executor.hlo import hlo_to_schedule
+
+    text = compiled.as_text()
+    sched = hlo_to_schedule(text, num_devices=mesh.size, global_bytes=math.prod(src.shape) * itemsize,
+                            name=f"{strategy} on {t.spec}: {mesh}", log=log)
+    mem = compiled.memory_analysis()
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
+                       "strategy": strategy, "compiler": f"tpu:{t.spec}", "target": t.spec})
+    return TpuCompiled(strategy, t.spec, sched, int(mem.temp_size_in_bytes), int(mem.argument_size_in_bytes),
+                       int(mem.output_size_in_bytes), compile_s, bool(sched.meta.get("full_remat")), text, log)
+
+
+def _dtype(dtype, itemsize):
+    from executor.run import resolve_dtype
+
+    return resolve_dtype(dtype, itemsize)
+
+
+def compile_xla(target, mesh, src, dst, partitioner: str = "shardy", *, dtype: str | None = None,
+                itemsize: int | None = None, placement=None) -> TpuCompiled:
+    """XLA's resharding ``jax.jit(identity, out_shardings=dst)`` compiled for the slice."""
+    from executor.run import PARTITIONERS, compile_identity, named_sharding
+
+    if partitioner not in PARTITIONERS:
+        raise ExecutorError(f"partitioner {partitioner!r}: use one of {list(PARTITIONERS)}")
+    t = target_of(target)
+    dtype, itemsize = _dtype(dtype, itemsize)
+    jmesh = tpu_mesh(t, mesh, placement)
+    x = _abstract_input(jmesh, src, dtype)
+    t0 = time.perf_counter()
+    compiled, log = compile_identity(x, named_sharding(jmesh, dst), partitioner)
+    return _finish(f"xla-{partitioner}", t, compiled, log, mesh, src, dst, itemsize, time.perf_counter() - t0)
+
+
+def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> TpuCompiled:
+    """Our plan's ``jax.shard_map`` program (the one :func:`executor.run.run_plan` runs)
+    compiled for the slice."""
+    import jax
+
+    from executor.lowering import body_for
+    from executor.run import capture_fd2, named_sharding
+
+    t = target_of(target)
+    dtype, itemsize = _dtype(dtype, None if dtype else plan.itemsize)
+    mesh = plan.mesh
+    jmesh = tpu_mesh(t, mesh, placement)
+    src_s, dst_s = named_sharding(jmesh, plan.src), named_sharding(jmesh, plan.dst)
+    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec, out_specs=dst_s.spec,
+                               check_vma=False), out_shardings=dst_s)
+    x = _abstract_input(jmesh, plan.src, dtype)
+    t0 = time.perf_counter()
+    with capture_fd2() as cap:
+        compiled = fn.lower(x).compile()
+    return _finish(f"ours-{plan.planner}", t, compiled, cap["text"], mesh, plan.src, plan.dst, itemsize,
+                   time.perf_counter() - t0)
+
+
+def xla_schedule(target, mesh, src, dst, partitioner: str = "shardy", dtype: str = "float32", placement=None):
+    """XLA's schedule for ``src -> dst`` compiled for the slice (``meta['compiler']``,
+    ``meta['temp_bytes']``, ``meta['full_remat']``)."""
+    r = compile_xla(target, mesh, src, dst, partitioner, dtype=dtype, placement=placement)
+    r.schedule.meta.update({"temp_bytes": r.temp_bytes, "compile_s": r.compile_s})
+    return r.schedule
+
+
+def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = None,
+                      planner: str = "normal", placement=None) -> dict:
+    """Our plan and XLA's resharding (Shardy and GSPMD) compiled for the same TPU slice.
+
+    Compile-only: the result holds each program's temp/output bytes (from
+    ``compiled.memory_analysis()``), its collectives (from its HLO) and whether it
+    rematerialized the whole array; no times (nothing runs)."""
+    from executor.compare import parse_case
+    from synth.planners import synthesize
+
+    t = target_of(target)
+    mesh, src, dst = parse_case(mesh, src, dst)
+    dtype, itemsize = _dtype(dtype, itemsize)
+    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    out = {"target": t.spec, "compiler": "tpu (libtpu)", "compile_only": True, "times": None,
+           "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
+           "placement": placement or "row-major"}
+    ours = compile_plan(t, plan, dtype=dtype, placement=placement)
+    out["ours"] = ours.to_dict()
+    out["ours"]["plan_steps"] = [str(c) if c.kind != "all_permute" else "AllPermute" for c in plan.steps]
+    out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
+    for p in ("shardy", "gspmd"):
+        out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
+    return out
