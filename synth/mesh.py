@@ -16,7 +16,46 @@ import numpy as np
 from synth import limits as _limits
 from synth.errors import MeshError
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A sub-axis in Shardy's notation ``name:(pre)size`` (see :func:`parse_axis`).
+_FACTOR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):\((\d+)\)(\d+)")
+
+
+def is_identifier(name) -> bool:
+    """An ASCII identifier (letters, digits, '_', not starting with a digit)."""
+    return isinstance(name, str) and _IDENT.fullmatch(name) is not None
+
+
+def parse_axis(name: str):
+    """``(base, pre, size)`` for a sub-axis ``'x:(pre)size'``, ``(name, None, None)``
+    for a whole axis, ``None`` for anything else."""
+    if not isinstance(name, str):
+        return None
+    if _IDENT.fullmatch(name):
+        return name, None, None
+    m = _FACTOR.fullmatch(name)
+    if not m:
+        return None
+    return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+def factor_name(base: str, pre: int, size: int) -> str:
+    return f"{base}:({pre}){size}"
+
+
+class _Shape(dict):
+    """``{axis: size}``; a sub-axis name of a base axis resolves to the factor's size."""
+
+    def __init__(self, items, mesh):
+        super().__init__(items)
+        self._mesh = mesh
+
+    def __missing__(self, key):
+        p = parse_axis(key)
+        if p is None or p[1] is None or p[0] not in self:
+            raise KeyError(key)
+        self._mesh._check_factor(key, p)
+        return p[2]
 
 
 @dataclass(frozen=True)
@@ -28,11 +67,19 @@ class Mesh:
     """
 
     axes: tuple[tuple[str, int], ...]
+    #: For a mesh refined into sub-axes (:meth:`refine`): the axes of the mesh it refines.
+    base: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
-        axes = tuple((str(n), s) for n, s in self.axes)
+        if isinstance(self.axes, (str, bytes)) or not hasattr(self.axes, "__iter__"):
+            raise MeshError(f"Mesh: axes must be (name, size) pairs, got {self.axes!r}")
+        try:
+            axes = tuple((n, s) for n, s in self.axes)
+        except (TypeError, ValueError):
+            raise MeshError(f"Mesh: axes must be (name, size) pairs, got {self.axes!r}") from None
         object.__setattr__(self, "axes", axes)
-        _check_axes(axes)
+        object.__setattr__(self, "base", tuple(self.base))
+        _check_axes(axes, refined=bool(self.base))
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -87,7 +134,52 @@ class Mesh:
 
     @cached_property
     def shape(self) -> dict[str, int]:
-        return dict(self.axes)
+        """``{axis: size}``. On a mesh that is not refined, a sub-axis name such as
+        ``'x:(2)4'`` also resolves (to 4), after checking it fits its axis."""
+        return _Shape(self.axes, self)
+
+    def _check_factor(self, name: str, parsed=None):
+        base, pre, size = parsed or parse_axis(name)
+        n = dict(self.axes)[base]
+        if pre < 1 or size < 2 or n % (pre * size):
+            raise MeshError(
+                f"sub-axis {name!r}: on mesh axis {base}={n} a sub-axis {base}:(pre)size needs "
+                f"pre >= 1, size >= 2 and pre*size dividing {n} (here pre*size = {pre * size}); "
+                f"e.g. {base}:(1){_smallest_factor(n)}"
+            )
+
+    @property
+    def base_mesh(self) -> Mesh:
+        """The mesh this one refines (itself when it is not refined)."""
+        return Mesh(self.base) if self.base else self
+
+    def refine(self, cuts: dict[str, set[int]]) -> Mesh:
+        """This mesh with axis ``x`` split at the strides in ``cuts[x]`` (products of the
+        sizes of the major factors) into sub-axes named ``x:(pre)size``, major first.
+        Device ids do not change: splitting an axis into major and minor factors keeps
+        the row-major order."""
+        if self.base:
+            raise MeshError("Mesh.refine: the mesh is already refined")
+        if not any(len(c - {1, self.shape[a]}) for a, c in cuts.items()):
+            return self
+        axes = []
+        for name, n in self.axes:
+            for pre, size in _atoms(n, cuts.get(name, ())):
+                axes.append((name if size == n else factor_name(name, pre, size), size))
+        return Mesh(tuple(axes), self.axes)
+
+    def axis_coords(self, name: str) -> np.ndarray:
+        """``[num_devices]``: every device's coordinate on ``name`` (an axis or a sub-axis)."""
+        if name in dict(self.axes):
+            return self.coords[:, self.names.index(name)]
+        p = parse_axis(name)
+        if p is None or p[1] is None or p[0] not in dict(self.axes):
+            self.axis_size(name)
+        base, pre, size = p
+        self._check_factor(name, p)
+        n = dict(self.axes)[base]
+        c = self.coords[:, self.names.index(base)]
+        return (c // (n // (pre * size))) % size
 
     @property
     def size(self) -> int:
@@ -96,7 +188,7 @@ class Mesh:
     def axis_size(self, name: str) -> int:
         try:
             return self.shape[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise MeshError(
                 f"Mesh: no axis named {name!r}; the mesh has axes {list(self.names)}"
             ) from None
@@ -134,22 +226,50 @@ class Mesh:
     def to_dict(self) -> dict[str, int]:
         return dict(self.axes)
 
+    def factor_of(self, name: str) -> tuple[str, int, int]:
+        """``(base axis, pre, size)`` of an axis or sub-axis name of this mesh: a whole
+        axis ``x`` of size ``n`` is ``(x, 1, n)``."""
+        p = parse_axis(name)
+        if p is None:
+            self.axis_size(name)
+        base, pre, size = p
+        if pre is None:
+            return name, 1, self.axis_size(name)
+        self.axis_size(name)
+        return base, pre, size
+
     def __str__(self) -> str:
         return ",".join(f"{n}={s}" for n, s in self.axes)
 
     def __repr__(self) -> str:
+        if self.base:
+            return f"Mesh({self.axes!r}, {self.base!r})"
         return f"Mesh({self.axes!r})"
 
 
-def _check_axes(axes):
+def _smallest_factor(n: int) -> int:
+    for k in range(2, n + 1):
+        if n % k == 0:
+            return k
+    return n
+
+
+def _atoms(n: int, cuts) -> list[tuple[int, int]]:
+    """``(pre, size)`` of the factors of an axis of size ``n`` cut at ``cuts``."""
+    pts = sorted({1, n} | {int(c) for c in cuts if 1 <= int(c) <= n})
+    return [(a, b // a) for a, b in zip(pts, pts[1:])] or [(1, n)]
+
+
+def _check_axes(axes, refined=False):
     if not axes:
         raise MeshError("Mesh: a mesh needs at least one axis, e.g. 'x=2'")
     seen = set()
     for n, s in axes:
-        if not _IDENT.match(n):
+        if not isinstance(n, str) or not (
+                _IDENT.fullmatch(n) or (refined and _FACTOR.fullmatch(n))):
             raise MeshError(
-                f"Mesh: axis name {n!r} is not an identifier (letters, digits, '_', "
-                "not starting with a digit)"
+                f"Mesh: axis name {n!r} is not an identifier (ASCII letters, digits, '_', "
+                "not starting with a digit); rename the axis, e.g. 'x'"
             )
         if n in seen:
             raise MeshError(f"Mesh: axis {n!r} appears twice; axis names must be unique")
