@@ -284,7 +284,11 @@ def load_profile(spec, size: str | None = None) -> HardwareProfile:
         mtime = path.stat().st_mtime_ns
     except OSError:
         mtime = 0
-    return _load_cached(str(path.resolve()), mtime, size_text)
+    prof = _load_cached(str(path.resolve()), mtime, size_text)
+    from synth.limits import check_devices
+
+    check_devices(prof.num_devices, f"hardware {text}")
+    return prof
 
 
 @lru_cache(maxsize=64)

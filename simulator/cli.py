@@ -18,6 +18,7 @@ import sys
 
 from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
+from synth.limits import float_arg, int_arg
 
 EXAMPLE = {
     "hardware": "tpu-v4:4x4x4",
@@ -44,14 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--src", default=None, help=f"source type (default: {EXAMPLE['src']})")
     r.add_argument("--dst", default=None, help=f"target type (default: {EXAMPLE['dst']})")
     r.add_argument("--planner", default="normal", choices=sorted(PLANNERS))
-    r.add_argument("--itemsize", type=int, default=4, help="bytes per element (default: 4)")
+    r.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
     r.add_argument("--schedule", default=None, help="replay this schedule JSON instead of planning")
     r.add_argument("--placement", default=None,
                    help="mesh -> chips: 'row-major' (default), 'x=Z,y=X*Y' (axes over physical dims, "
                         "X:2 takes a factor of 2), or 'devices:3,1,0,2'")
-    r.add_argument("--bandwidth-scale", type=float, default=1.0, help="multiply link bandwidths (what-if)")
-    r.add_argument("--latency-scale", type=float, default=1.0, help="multiply latencies and launch costs (what-if)")
-    r.add_argument("--max-chunks", type=int, default=8, help="chunks per transfer (default: 8)")
+    r.add_argument("--bandwidth-scale", type=float_arg(positive=True, maximum=1e6), default=1.0, help="multiply link bandwidths (what-if)")
+    r.add_argument("--latency-scale", type=float_arg(minimum=0.0, maximum=1e6), default=1.0, help="multiply latencies and launch costs (what-if)")
+    r.add_argument("--max-chunks", type=int_arg(1, maximum=1024), default=8, help="chunks per transfer (default: 8)")
     r.add_argument("--no-coarsen", action="store_true", help="simulate every unit, even identical ones")
     r.add_argument("--trace", default=None, help="also write the per-transfer trace to this CSV file")
     r.add_argument("--full", action="store_true", help="with --json: include every link and the trace")
@@ -74,6 +75,10 @@ def _run(args):
     from models import load_profile
     from simulator.engine import simulate, simulate_plan
 
+    if args.trace:
+        from synth.fileio import check_output_file
+
+        check_output_file(args.trace, "--trace")
     machine = load_profile(args.hardware)
     if args.bandwidth_scale != 1.0 or args.latency_scale != 1.0:
         machine = machine.with_scale(args.bandwidth_scale, args.latency_scale)
@@ -96,10 +101,10 @@ def _run(args):
         plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize)
         res = simulate_plan(plan, machine, placement=args.placement, **kw)
     if args.trace:
-        try:
-            res.trace_df().to_csv(args.trace, index=False)
-        except OSError as e:
-            raise RedistributionError(f"run: cannot write --trace {args.trace}: {e.strerror}") from None
+        from synth.fileio import atomic_writer
+
+        with atomic_writer(args.trace, "--trace") as f:
+            res.trace_df().to_csv(f, index=False)
     if args.json:
         d = res.to_dict(full=args.full)
         if plan is not None:

@@ -14,6 +14,7 @@ import json
 import sys
 
 from synth.errors import RedistributionError
+from synth.limits import int_arg
 
 EXAMPLE = {
     "mesh": "x=2,y=4",
@@ -40,12 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--mesh", default=EXAMPLE["mesh"], help="mesh axes, e.g. x=2,y=4 (default: %(default)s)")
     pl.add_argument("--src", default=EXAMPLE["src"], help="source type (default: %(default)s)")
     pl.add_argument("--dst", default=EXAMPLE["dst"], help="target type (default: %(default)s)")
-    pl.add_argument("--itemsize", type=int, default=4, help="bytes per element (default: 4)")
+    pl.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
     pl.add_argument("--planner", default="normal", choices=["easy", "normal", "search"])
     pl.add_argument("--json", action="store_true", help="print one JSON document")
     b = sub.add_parser("bench", help="time the synthesizer on seeded random cases")
-    b.add_argument("--cases", type=int, default=2000, help="number of random cases (default: %(default)s)")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--cases", type=int_arg(1, "cases"), default=2000, help="number of random cases (default: %(default)s)")
+    b.add_argument("--seed", type=int_arg(0), default=0)
     b.add_argument("--planner", default="normal", choices=["easy", "normal", "search"])
     b.add_argument("--json", action="store_true", help="print one JSON document")
     return p

@@ -140,11 +140,8 @@ class Schedule:
 
     @classmethod
     def load(cls, path) -> Schedule:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            raise RedistributionError(f"schedule file {path!s} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise RedistributionError(f"schedule file {path!s} is not valid JSON: {e}") from None
-        return cls.from_dict(data)
+        """Read a schedule JSON, validated by :class:`synth.schema.ScheduleFile` (UTF-8,
+        non-negative integer bytes, integer device ids, no device twice in a group)."""
+        from synth.schema import load_schedule_data
+
+        return cls.from_dict(load_schedule_data(path))
