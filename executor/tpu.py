@@ -122,7 +122,10 @@ def target_of(text_or_target) -> Target:
 
 # -- libtpu ---------------------------------------------------------------------------
 def _quiet_env() -> None:
-    """Keep libtpu from probing for a TPU and from logging about not finding one."""
+    """Keep libtpu from probing for a TPU and from logging about not finding one, and let
+    several processes load it at once (compile-only use never opens a TPU; by default
+    libtpu takes /tmp/libtpu_lockfile and a second process fails)."""
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

@@ -100,6 +100,62 @@ def test_async_forms_from_text():
     assert s.meta["initial_bytes"] == 64 and s.meta["final_bytes"] == 64
 
 
+TPU_STYLE_MODULE = """HloModule tpu_style, is_scheduled=true, num_partitions=16
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[]{:T(128)} parameter(0)
+  %b = f32[]{:T(128)} parameter(1)
+  ROOT %s = f32[]{:T(128)} add(%a, %b)
+}
+
+%wrapped_all_reduce (p0: f32[8,128]) -> f32[8,128] {
+  %p0 = f32[8,128]{1,0:T(8,128)} parameter(0)
+  ROOT %ar = f32[8,128]{1,0:T(8,128)} all-reduce(%p0), channel_id=5, replica_groups=[2,8]<=[16], use_global_device_ids=true, to_apply=%add
+}
+
+%wrapped_a2a (p1: f32[8,128]) -> f32[8,128] {
+  %p1 = f32[8,128]{1,0:T(8,128)} parameter(0)
+  ROOT %a2a = f32[8,128]{1,0:T(8,128)} all-to-all(%p1), channel_id=6, replica_groups={{0,8},{1,9},{2,10},{3,11},{4,12},{5,13},{6,14},{7,15}}, dimensions={0}
+}
+
+%fused_rs (p2: f32[8,128]) -> f32[2,128] {
+  %p2 = f32[8,128]{1,0:T(8,128)} parameter(0)
+  ROOT %rs = f32[2,128]{1,0:T(2,128)} reduce-scatter(%p2), channel_id=7, replica_groups=[4,4]<=[4,4]T(1,0), dimensions={0}, use_global_device_ids=true, to_apply=%add
+}
+
+ENTRY %main.0_spmd (param: f32[8,128]) -> f32[2,128] {
+  %param = f32[8,128]{1,0:T(8,128)} parameter(0), sharding={devices=[16,1]<=[16]}
+  %copy-start = (f32[8,128]{1,0:T(8,128)S(1)}, f32[8,128]{1,0:T(8,128)}, u32[]{:S(2)}) copy-start(%param)
+  %copy-done = f32[8,128]{1,0:T(8,128)S(1)} copy-done(%copy-start)
+  %ars = ((f32[8,128]{1,0:T(8,128)}), f32[8,128]{1,0:T(8,128)}, s32[]) async-start(%copy-done), calls=%wrapped_all_reduce
+  %ard = f32[8,128]{1,0:T(8,128)} async-done(%ars)
+  %a2s = ((f32[8,128]{1,0:T(8,128)}), f32[8,128]{1,0:T(8,128)}, s32[]) async-start(%ard), calls=%wrapped_a2a
+  %a2d = f32[8,128]{1,0:T(8,128)S(1)} async-done(%a2s)
+  ROOT %rs_fusion = f32[2,128]{1,0:T(2,128)} fusion(%a2d), kind=kOutput, calls=%fused_rs
+}
+"""
+
+
+def test_tpu_style_async_wrappers_fusions_and_cross_process_groups():
+    """TPU-compiled forms: tiled layouts with memory spaces (``{1,0:T(8,128)S(1)}``),
+    memory-space ``copy-start``/``copy-done`` (not data movement between devices),
+    all-reduce and all-to-all as async wrapped computations, a reduce-scatter fused into
+    an output fusion, and groups spanning ids 0..15 as a 2-process, 16-device program
+    prints them (global ids, ``use_global_device_ids``)."""
+    s = hlo_to_schedule(TPU_STYLE_MODULE)
+    assert s.num_devices == 16
+    comm = [op for op in s.ops if not op.is_local]
+    assert [op.kind for op in comm] == ["all_reduce", "all_to_all", "reduce_scatter"]
+    ar, a2a, rs = comm
+    assert ar.groups == (tuple(range(8)), tuple(range(8, 16)))
+    assert (ar.in_bytes, ar.out_bytes, ar.send_bytes) == (4096, 4096, 2 * 4096 * 7 // 8)
+    assert a2a.groups == tuple((i, i + 8) for i in range(8)) and a2a.recv_bytes == 2048
+    assert rs.groups == ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15))
+    assert (rs.in_bytes, rs.out_bytes, rs.recv_bytes) == (4096, 1024, 3072)
+    assert s.meta["initial_bytes"] == 4096 and s.meta["final_bytes"] == 1024
+    assert not s.meta["full_remat"]
+
+
 # -- modules compiled here ----------------------------------------------------------
 jax = pytest.importorskip("jax")
 

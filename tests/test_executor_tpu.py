@@ -1,0 +1,223 @@
+"""Ahead-of-time compilation for TPU slices through libtpu (executor.tpu): no TPU here.
+
+Every compile targets a small slice (v5p:2x2x2, v4:2x2x2 in megacore mode, v5e:2x4)
+and its extracted schedule is checked against what the simulator expects: the
+collectives of our plan's own schedule, and, for XLA, the single full-array all-gather
+of jax issue 21562.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from executor import tpu
+from executor.errors import ExecutorError
+from executor.hlo import hlo_to_schedule
+from synth import Mesh, parse_type, synthesize
+
+ROOT = Path(__file__).resolve().parents[1]
+MESH = Mesh.parse("x=4,y=2")
+ISSUE_SRC = parse_type("P('y', None, 'x')", (8, 16, 8))
+ISSUE_DST = parse_type("P(None, ('x','y'), None)", (8, 16, 8))
+
+
+def _comm(sched):
+    return [(o.kind, tuple(sorted(tuple(g) for g in o.groups)), o.in_bytes, o.out_bytes, o.recv_bytes)
+            for o in sched.ops if not o.is_local]
+
+
+# -- targets -------------------------------------------------------------------------------
+def test_parse_target_maps_profiles_to_libtpu_names():
+    t = tpu.parse_target("tpu-v5p:16x16x16")
+    assert (t.profile, t.size, t.topology_name, t.num_chips) == ("tpu-v5p", "16x16x16", "v5p:16x16x16", 4096)
+    v4 = tpu.parse_target("TPU-v4:4x4x4")
+    assert v4.topology_name == "v4:4x4x4" and v4.chip_config == "megacore"
+    assert tpu.parse_target("tpu-v5e:16x16").topology_name == "v5e:16x16"
+    assert tpu.parse_target("tpu-v6e:8x8").dims == (8, 8)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("tpu-v9:2x2", ["tpu-v9", "tpu-v5p", "tpu-v4"]),
+    ("tpu-v5p", ["give the slice size"]),
+    ("dgx-h100:8", ["GPU", "tpu-v5p:16x16x16"]),
+    ("tpu-v5p:banana", ["tpu-v5p:banana"]),
+])
+def test_bad_targets_name_the_input_and_the_choices(text, words):
+    with pytest.raises(ExecutorError) as e:
+        tpu.parse_target(text)
+    assert "\n" not in str(e.value)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_mesh_that_does_not_fit_the_slice():
+    with pytest.raises(ExecutorError, match=r"64 chips.*tpu-v5p:2x2x2"):
+        tpu.compile_xla("tpu-v5p:4x4x4", MESH, ISSUE_SRC, ISSUE_DST)
+
+
+def test_topology_libtpu_rejects_is_one_line():
+    mesh = Mesh.parse("x=3,y=9")
+    src, dst = parse_type("[9{x}, 9{y}]"), parse_type("[9{y}, 9{x}]")
+    with pytest.raises(ExecutorError) as e:
+        tpu.compile_xla("tpu-v5p:3x3x3", mesh, src, dst)
+    msg = str(e.value)
+    assert "libtpu rejects topology 'v5p:3x3x3'" in msg and "tpu-v5p:16x16x16" in msg and "\n" not in msg
+
+
+def test_missing_libtpu_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(tpu, "libtpu_status", lambda: "libtpu is not installed")
+    with pytest.raises(ExecutorError, match=r"libtpu is not installed.*pip install"):
+        tpu.topology("tpu-v5p:2x2x2")
+
+
+# -- placement -----------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["tpu-v5p:2x2x2", "tpu-v4:2x2x2", "tpu-v5e:2x4"])
+def test_chips_in_simulator_order_one_device_per_chip(target):
+    t = tpu.parse_target(target)
+    devs = tpu.chip_devices(t)
+    assert len(devs) == t.num_chips == len({d.id for d in devs})
+    dims3 = t.dims + (1,) * (3 - len(t.dims))
+    for c, d in enumerate(devs):
+        assert tuple(d.coords) == tuple(int(v) for v in np.unravel_index(c, dims3))
+    assert {d.core_on_chip for d in devs} == {0}  # v4: megacore, one device per chip
+
+
+def test_mesh_devices_follow_the_simulators_placement():
+    from models.placement import Placement
+
+    t = tpu.parse_target("tpu-v5p:2x2x2")
+    mesh = Mesh.parse("x=2,y=2,z=2")
+    devs = tpu.chip_devices(t)
+    for text in (None, "x=Z,y=Y,z=X"):
+        jm = tpu.tpu_mesh(t, mesh, text)
+        chips = Placement.of(text, mesh, t.machine()).chips
+        assert [d.id for d in jm.devices.flat] == [devs[c].id for c in chips]
+    assert chips != tuple(range(8))  # the reversed placement really moved devices
+
+
+# -- compiled schedules --------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["tpu-v5p:2x2x2", "tpu-v4:2x2x2"])
+def test_issue_21562_is_one_full_array_all_gather_on_tpu(target):
+    """P('y',None,'x') -> P(None,('x','y'),None): XLA's TPU compiler, under both
+    partitioners, gathers the whole array on every chip in one all-gather, then slices;
+    our plan compiles to the two all-to-alls of its own schedule and needs less temp."""
+    plan = synthesize(MESH, ISSUE_SRC, ISSUE_DST)
+    ours = tpu.compile_plan(target, plan)
+    assert _comm(ours.schedule) == _comm(plan.to_schedule())
+    assert ours.collectives == ["all_to_all", "all_to_all"] and not ours.full_remat
+    whole = 8 * 16 * 8 * 4
+    for part in ("shardy", "gspmd"):
+        x = tpu.compile_xla(target, MESH, ISSUE_SRC, ISSUE_DST, part)
+        comm = [o for o in x.schedule.ops if not o.is_local]
+        assert len(comm) == 1 and comm[0].kind == "all_gather"
+        assert comm[0].groups == ((0, 2, 4, 6, 1, 3, 5, 7),) and comm[0].out_bytes == whole
+        assert x.full_remat and "whole array" in x.remat_reason
+        assert x.schedule.meta["compiler"] == f"tpu:{target}"
+        assert any(o.kind == "dyn_slice" and o.out_bytes == whole // 8 for o in x.schedule.ops)
+        assert ours.temp_bytes <= x.temp_bytes
+
+
+def test_all_to_all_case_matches_our_schedule_and_xla_does_not_remat():
+    mesh = Mesh.parse("x=2,y=4")
+    src, dst = parse_type("[1024{x}, 512{y}]"), parse_type("[1024{y}, 512{x}]")
+    plan = synthesize(mesh, src, dst)
+    ours = tpu.compile_plan("tpu-v5p:2x2x2", plan)
+    assert _comm(ours.schedule) == _comm(plan.to_schedule())
+    x = tpu.compile_xla("tpu-v5p:2x2x2", mesh, src, dst, "shardy")
+    assert not x.full_remat and x.collectives and "all_gather" not in x.collectives
+    # the schedule read back from the text alone is the same
+    again = hlo_to_schedule(x.hlo_text, num_devices=8)
+    assert _comm(again) == _comm(x.schedule)
+
+
+def test_xla_schedule_replays_on_the_simulator_with_the_same_placement():
+    import simulator
+
+    t = tpu.parse_target("tpu-v5p:2x2x2")
+    sched = tpu.xla_schedule(t, MESH, ISSUE_SRC, ISSUE_DST)
+    assert isinstance(sched.meta["temp_bytes"], int) and sched.meta["compiler"] == "tpu:tpu-v5p:2x2x2"
+    r = simulator.simulate(sched, t.machine(), mesh=MESH)
+    assert r.time_s > 0 and r.peak_bytes_max_device >= 8 * 16 * 8 * 4
+
+
+# -- command line --------------------------------------------------------------------------
+def _cli(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("XLA_FLAGS", None)
+    env.pop("JAX_PLATFORMS", None)  # the executor must choose CPU itself, without probing a TPU
+    return subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=timeout)
+
+
+ISSUE_ARGS = ["--mesh", "x=4,y=2", "--src", "P('y', None, 'x')", "--shape", "8,16,8",
+              "--dst", "P(None, ('x','y'), None)"]
+
+
+def test_compare_target_json_is_compile_only():
+    r = _cli("compare", "--target", "tpu-v5p:2x2x2", *ISSUE_ARGS, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["compile_only"] is True and d["times"] is None and d["target"] == "tpu-v5p:2x2x2"
+    for k in ("ours", "xla_shardy", "xla_gspmd"):
+        assert not any(f.startswith("time") for f in d[k])
+        assert d[k]["temp_bytes"] >= 0
+    assert d["ours"]["collectives"] == ["all_to_all", "all_to_all"]
+    assert d["xla_shardy"]["full_remat"] and d["xla_gspmd"]["collectives"] == ["all_gather"]
+    assert d["ours"]["temp_bytes"] < d["xla_shardy"]["temp_bytes"]
+    # libtpu's start-up chatter about the missing TPU does not reach the user
+    assert "TPU_ACCELERATOR_TYPE" not in r.stderr and "InitGoogle" not in r.stderr
+
+
+def test_compare_target_text_says_no_times():
+    r = _cli("compare", "--target", "tpu-v4:2x2x2", *ISSUE_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert "compile-only" in r.stdout and "no times" in r.stdout and "time " not in r.stdout.split("\n")[1]
+
+
+def test_xla_schedule_target_json(tmp_path):
+    from synth.schedule import Schedule
+
+    out = tmp_path / "s.json"
+    r = _cli("xla-schedule", "--target", "tpu-v5p:2x2x2", *ISSUE_ARGS, "--partitioner", "gspmd",
+             "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["meta"]["compiler"] == "tpu:tpu-v5p:2x2x2" and d["meta"]["full_remat"] is True
+    assert d["meta"]["compile_only"] is True and isinstance(d["meta"]["temp_bytes"], int)
+    s = Schedule.from_dict(json.loads(out.read_text()))
+    assert [o.kind for o in s.ops if not o.is_local] == ["all_gather"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--target", "tpu-v9:2x2"], ["tpu-v9", "tpu-v5p:16x16x16"]),
+    (["--target", "tpu-v5p:4x4x4"], ["64 chips", "tpu-v5p:2x2x2"]),
+    (["--target", "dgx-h100:8"], ["dgx-h100:8", "GPU"]),
+    (["--placement", "x=Z"], ["--placement", "--target"]),
+])
+def test_bad_target_input_exits_2_with_one_line(args, words):
+    r = _cli("xla-schedule", *ISSUE_ARGS, *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    for w in words:
+        assert w in lines[0]
+
+
+def test_cpu_work_does_not_probe_a_tpu():
+    """Without JAX_PLATFORMS, the executor starts JAX on CPU (libtpu is installed here
+    and would otherwise be probed, with warnings)."""
+    code = ("import executor, os; from executor._jaxsetup import ensure_devices; d = ensure_devices(2); "
+            "print(os.environ['JAX_PLATFORMS'], d[0].platform, len(d))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("JAX_PLATFORMS", None)
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["cpu", "cpu", "2"]
+    assert "TPU" not in r.stderr
