@@ -53,20 +53,41 @@ def our_schedule(case: Case, planner: str, itemsize: int):
     return plan, plan.to_schedule()
 
 
-def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA_MAX_DEVICES) -> Schedule:
-    """XLA's resharding of ``case`` as a :class:`synth.Schedule` (``meta['full_remat']``).
+#: Hardware profiles whose XLA baseline is compiled by XLA's TPU compiler (libtpu, ahead
+#: of time, for the machine's slice: executor.tpu). Other machines (GPU, CPU) get the
+#: schedule of XLA's CPU backend, labelled ``xla_compiler = "cpu"`` in every row.
+TPU_PROFILES = ("tpu-v5p", "tpu-v4", "tpu-v5e", "tpu-v6e")
+#: The TPU compiler compiles for whole slices; libtpu handles 4096 chips in seconds.
+TPU_MAX_DEVICES = 8960
 
-    Runs in a process whose JAX backend has exactly ``case.num_devices`` CPU devices
-    (the runner starts such workers). No array is materialized: the executor lowers
-    an abstract input."""
+
+def xla_compiler_for(machine) -> str:
+    """``"tpu"`` when XLA's baseline for ``machine`` is compiled by libtpu for its slice,
+    else ``"cpu"`` (XLA's CPU backend's HLO)."""
+    return "tpu" if machine is not None and getattr(machine, "name", None) in TPU_PROFILES else "cpu"
+
+
+def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA_MAX_DEVICES,
+                 machine=None, placement=None) -> Schedule:
+    """XLA's resharding of ``case`` as a :class:`synth.Schedule` (``meta['full_remat']``,
+    ``meta['xla_compiler']``).
+
+    On a TPU ``machine`` (a profile in :data:`TPU_PROFILES`, sized for the case) XLA's
+    TPU compiler compiles the reshard for that slice (libtpu, no TPU needed), with the
+    mesh placed on chips as the simulator places it (``placement``); the schedule also
+    carries the compiled ``temp_bytes``. Otherwise the schedule comes from XLA's CPU
+    backend, in a process whose JAX backend has exactly ``case.num_devices`` CPU
+    devices (the runner starts such workers). No array is materialized either way."""
     if planner not in XLA_PLANNERS:
         raise ExperimentError(f"planner {planner!r} is not an XLA planner ({sorted(XLA_PLANNERS)})")
+    if xla_compiler_for(machine) == "tpu":
+        return _tpu_xla_schedule(case, planner, itemsize, machine, placement)
     n = case.num_devices
     if n > max_devices:
         raise ExperimentError(
             f"{planner}: mesh {case.mesh} has {n} devices; XLA's CPU backend here compiles "
             f"meshes of at most {max_devices} virtual devices (raise runner.xla_max_devices "
-            "only on a machine where larger compiles work)"
+            "only on a machine where larger compiles work; TPU machines compile with libtpu instead)"
         )
     mesh, src, dst = case.parsed()
     import executor
@@ -79,7 +100,23 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     sched = slices_as_slices(rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE))
     # Name the redistribution so the lower bound is the same one our plans get.
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
-                       "extracted_dtype": EXTRACT_DTYPE})
+                       "extracted_dtype": EXTRACT_DTYPE, "xla_compiler": "cpu"})
+    return sched
+
+
+def _tpu_xla_schedule(case: Case, planner: str, itemsize: int, machine, placement) -> Schedule:
+    from executor import tpu
+
+    mesh, src, dst = case.parsed()
+    if case.num_devices > TPU_MAX_DEVICES:
+        raise ExperimentError(f"{planner}: mesh {case.mesh} has {case.num_devices} devices; TPU slices "
+                              f"have at most {TPU_MAX_DEVICES} chips")
+    target = tpu.parse_target(machine.spec)
+    sched = tpu.xla_schedule(target, mesh, src, dst, partitioner=XLA_PLANNERS[planner],
+                             dtype=_dtype_for(case, itemsize), placement=resolve_placement(placement, mesh))
+    sched = slices_as_slices(sched)
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
+                       "xla_compiler": "tpu", "xla_target": target.spec})
     return sched
 
 
@@ -286,3 +323,22 @@ def measure(case: Case, planner: str, itemsize: int, warmup: int = 2, repeats: i
         "measured_temp_bytes": r.memory.temp_bytes,
         "measured_correct": bool(r.correct),
     }
+
+
+def xla_schedule_cached(cache: dict, case: Case, planner: str, itemsize: int, max_devices: int,
+                        machine, placement=None) -> Schedule:
+    """:func:`xla_schedule` for ``machine``, built once per unit and compiler target:
+    once on XLA's CPU backend for all non-TPU machines, once per TPU slice and placement."""
+    if xla_compiler_for(machine) == "tpu":
+        key = ("tpu", machine.spec, str(placement or "default"))
+    else:
+        key = ("cpu",)
+        placement = None
+    if key not in cache:
+        try:
+            cache[key] = xla_schedule(case, planner, itemsize, max_devices, machine=machine, placement=placement)
+        except Exception as e:  # noqa: BLE001 - remembered so every row of this target reports it once
+            cache[key] = e
+    if isinstance(cache[key], Exception):
+        raise cache[key]
+    return cache[key]

@@ -20,7 +20,7 @@ ROW_FIELDS = [
     "latency_scale", "placement", "baseline", "time_s", "comm_time_s", "lower_bound_s", "time_over_lb",
     "peak_bytes", "bound_bytes", "max_shard_bytes", "max_shard_over_bound", "peak_over_bound",
     "peak_live_bytes", "recv_bytes_max_device", "recv_lower_bound_bytes", "num_collectives",
-    "num_ops", "full_remat", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
+    "num_ops", "full_remat", "xla_compiler", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
     "measured_correct", "schedule_s", "wall_s", "sim_backend", "itemsize_knob", "notes",
 ]
 
@@ -80,13 +80,11 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
             notes = "; ".join(plan.notes)
             peak_live = plan.peak_live_bytes
         else:
-            sched = backends.xla_schedule(case, unit.planner, unit.itemsize, xla_max_devices)
-            full_remat = bool(sched.meta.get("full_remat"))
-            notes = str(sched.meta.get("full_remat_reason", ""))
-            peak_live = None
-        sm = backends.schedule_metrics(sched)
-        if peak_live is None:
-            peak_live = int(sched.meta.get("peak_pair_bytes", sm["peak_pair_bytes"]))
+            # XLA's schedule depends on the machine (TPU machines: compiled for the slice
+            # by libtpu; others: XLA's CPU HLO), so it is built per row below.
+            sched, sm, peak_live = None, None, None
+        if sched is not None:
+            sm = backends.schedule_metrics(sched)
         schedule_s = time.perf_counter() - t0
         measured = {}
         if unit.measure:
@@ -99,23 +97,33 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
 
     rows = []
     machines: dict = {}
+    xla_scheds: dict = {}
     for rid, m, k in unit.rows:
         r = base_row(unit, rid, m, k)
-        r.update({
-            "bound_bytes": bound, "max_shard_bytes": sm["max_buffer_bytes"],
-            "max_shard_over_bound": sm["max_buffer_bytes"] / bound,
-            "peak_live_bytes": int(peak_live), "recv_bytes_max_device": sm["recv_bytes_max_device"],
-            "recv_lower_bound_bytes": int(lb_bytes), "num_collectives": sm["num_collectives"],
-            "num_ops": sm["num_ops"], "full_remat": full_remat, "notes": notes,
-            "schedule_s": schedule_s, **measured,
-        })
+        r.update({"bound_bytes": bound, "recv_lower_bound_bytes": int(lb_bytes), "notes": notes,
+                  "schedule_s": schedule_s, **measured})
         t1 = time.perf_counter()
         try:
             key = (m.profile, m.sizes, k.bandwidth_scale, k.latency_scale)
             if key not in machines:
                 machines[key] = backends.load_machine(m.profile, case.num_devices, m.sizes_dict(),
                                                       k.bandwidth_scale, k.latency_scale)
-            sim = backends.simulate(sched, machines[key], mesh, k.placement, engine)
+            rsched, rsm, rpeak, rremat = sched, sm, peak_live, full_remat
+            if rsched is None:
+                rsched = backends.xla_schedule_cached(xla_scheds, case, unit.planner, unit.itemsize,
+                                                      xla_max_devices, machines[key], k.placement)
+                rsm = backends.schedule_metrics(rsched)
+                rpeak = int(rsched.meta.get("peak_pair_bytes", rsm["peak_pair_bytes"]))
+                rremat = bool(rsched.meta.get("full_remat"))
+                r["notes"] = "; ".join(x for x in (str(rsched.meta.get("full_remat_reason", "")), notes) if x)
+                r["xla_compiler"] = rsched.meta.get("xla_compiler")
+                r["schedule_s"] = schedule_s + time.perf_counter() - t1
+            r.update({
+                "max_shard_bytes": rsm["max_buffer_bytes"], "max_shard_over_bound": rsm["max_buffer_bytes"] / bound,
+                "peak_live_bytes": int(rpeak), "recv_bytes_max_device": rsm["recv_bytes_max_device"],
+                "num_collectives": rsm["num_collectives"], "num_ops": rsm["num_ops"], "full_remat": rremat,
+            })
+            sim = backends.simulate(rsched, machines[key], mesh, k.placement, engine)
             r.update(sim)
             if r.get("lower_bound_s"):
                 r["time_over_lb"] = r["time_s"] / r["lower_bound_s"]
