@@ -43,9 +43,10 @@ def _reason(e: OSError) -> str:
     return (e.strerror or type(e).__name__).splitlines()[0] if e.strerror else type(e).__name__
 
 
-def check_output_file(path, what: str = "--out") -> str:
+def check_output_file(path, what: str = "--out", make_parents: bool = False) -> str:
     """Check that a file can be written at ``path`` (without writing it). Returns the
-    path as a string."""
+    path as a string. With ``make_parents`` a missing parent folder is fine when it can
+    be created."""
     if path is None or str(path).strip() == "":
         raise FileError(f"{what}: empty path; give a file name")
     p = os.fspath(path)
@@ -61,6 +62,9 @@ def check_output_file(path, what: str = "--out") -> str:
         if not stat.S_ISREG(st.st_mode):
             raise FileError(f"{what} {p}: is not a regular file (a device, pipe or socket); give a file path")
     parent = os.path.dirname(os.path.abspath(p))
+    if make_parents and not os.path.exists(parent):
+        check_output_dir(parent, what)
+        return p
     if not os.path.exists(parent):
         raise FileError(f"{what} {p}: the folder {parent} does not exist; create it first")
     if not os.path.isdir(parent):

@@ -174,7 +174,7 @@ def int_arg(minimum: int | None = None, name: str | None = None, maximum: int | 
         except LimitError as e:
             raise argparse.ArgumentTypeError(str(e).replace("value: ", "")) from None
         if minimum is not None and v < minimum:
-            raise argparse.ArgumentTypeError(f"{v} is below the minimum {minimum}")
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {v}")
         hi = limit(name) if name else maximum
         if hi is not None and v > hi:
             extra = f" ({_fix(name)})" if name else ""
