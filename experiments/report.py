@@ -22,6 +22,17 @@ from pathlib import Path
 from experiments.case import ExperimentError
 
 XLA = ("xla-shardy", "xla-gspmd")
+COMPILER_NAMES = {"tpu": "TPU (libtpu)", "cpu": "CPU HLO"}
+COMPILER_NOTE = ("XLA compiler: which compiler produced XLA's baseline schedule. TPU (libtpu): XLA's TPU "
+                 "compiler, ahead of time for the machine's slice; CPU HLO: XLA's CPU backend (used for "
+                 "GPU and CPU machines; it adds copies a GPU compiler may fuse away).")
+
+
+def compiler_label(values) -> str:
+    """``TPU (libtpu)``, ``CPU HLO``, both joined by ``+``, or ``-`` (no XLA rows)."""
+    names = sorted({COMPILER_NAMES.get(str(v), str(v)) for v in values
+                    if v is not None and v == v and str(v) not in ("", "None", "nan")})
+    return " + ".join(names) or "-"
 _KEY = ["suite", "case", "machine", "bandwidth_scale", "latency_scale", "itemsize", "itemsize_knob", "placement"]
 
 
@@ -95,15 +106,15 @@ class Report:
 
     def markdown(self) -> str:
         lines = [
-            f"| {self.planner} vs | machine | case x machine | geomean speedup | max speedup | min speedup | "
+            f"| {self.planner} vs | machine | XLA compiler | case x machine | geomean speedup | max speedup | min speedup | "
             "cases we lose | geomean speedup, collectives only | other over memory bound | "
             f"{self.planner} over memory bound | XLA full remat | geomean time/LB ({self.planner}) | "
             "geomean time/LB (other) |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in self.summary + self.by_machine:
             lines.append(
-                f"| {s['vs']} | {s['machine']} | {s['cases']} | {_fx(s['geomean_speedup'])} | "
+                f"| {s['vs']} | {s['machine']} | {s.get('xla_compiler', '-')} | {s['cases']} | {_fx(s['geomean_speedup'])} | "
                 f"{_fx(s['max_speedup'])} | {_fx(s['min_speedup'])} | {s['losses']} | "
                 f"{_fx(s['geomean_comm_speedup'])} | {_pct(s['other_over_bound_share'])} | {_pct(s['ours_over_bound_share'])} | "
                 f"{_pct(s['other_full_remat_share'])} | {_fx(s['geomean_time_over_lb_ours'])} | "
@@ -114,13 +125,13 @@ class Report:
     def text(self) -> str:
         st = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
         out = [f"{self.config_name or self.out_dir}: {self.rows} rows ({st})", ""]
-        hdr = (f"{'vs':12s} {'machine':14s} {'cases':>5s} {'geo speedup':>11s} {'max':>7s} {'min':>7s} "
+        hdr = (f"{'vs':12s} {'machine':14s} {'XLA compiler':22s} {'cases':>5s} {'geo speedup':>11s} {'max':>7s} {'min':>7s} "
                f"{'lose':>4s} {'geo comm':>8s} {'other>bound':>11s} {'ours>bound':>10s} {'remat':>6s} {'t/LB ours':>9s} {'t/LB XLA':>9s}")
         out.append(hdr)
         out.append("-" * len(hdr))
         for s in self.summary + self.by_machine:
             out.append(
-                f"{s['vs']:12s} {s['machine']:14s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
+                f"{s['vs']:12s} {s['machine']:14s} {s.get('xla_compiler', '-'):22s} {s['cases']:5d} {_fx(s['geomean_speedup']):>11s} "
                 f"{_fx(s['max_speedup']):>7s} {_fx(s['min_speedup']):>7s} {s['losses']:4d} "
                 f"{_fx(s['geomean_comm_speedup']):>8s} {_pct(s['other_over_bound_share']):>11s} {_pct(s['ours_over_bound_share']):>10s} "
                 f"{_pct(s['other_full_remat_share']):>6s} {_fx(s['geomean_time_over_lb_ours']):>9s} "
@@ -129,6 +140,7 @@ class Report:
         for s in self.summary:
             if s["cases"]:
                 out.append(f"  vs {s['vs']}: max speedup on {s['max_case']}; min on {s['min_case']}")
+        out.append(f"  {COMPILER_NOTE}")
         if self.by_suite:
             out += ["", f"{'by suite':24s} {'vs':12s} {'cases':>5s} {'geo speedup':>11s} {'min':>7s} {'lose':>4s} "
                     f"{'geo comm':>8s} {'other>bound':>11s}"]
@@ -161,8 +173,9 @@ def _stats(j, vs: str, machine: str) -> dict:
                                 "other_over_bound_share", "ours_over_bound_share", "other_full_remat_share",
                                 "geomean_time_over_lb_ours", "geomean_time_over_lb_other",
                                 "geomean_memory_ours", "geomean_memory_other"], float("nan")))
-        s.update({"losses": 0, "max_case": "", "min_case": ""})
+        s.update({"losses": 0, "max_case": "", "min_case": "", "xla_compiler": "-"})
         return s
+    s["xla_compiler"] = compiler_label(j["xla_compiler_other"]) if vs in XLA and "xla_compiler_other" in j else "-"
     imax, imin = j["speedup"].idxmax(), j["speedup"].idxmin()
     remat = j["full_remat_other"].map(lambda v: bool(v) if v is not None and v == v else False)
     s.update({
@@ -234,29 +247,39 @@ def _write_html(rep: Report, df, base, pairs, planner):
 
         sp = pd.concat([v.assign(vs=k) for k, v in xla_pairs.items()])
         sp = sp.sort_values(["vs", "speedup"])
+        sp["XLA compiler"] = sp["xla_compiler_other"].map(lambda v: compiler_label([v]))
         f = px.bar(sp, x="case", y="speedup", color="machine", barmode="group", facet_row="vs",
-                   log_y=True, hover_data=["mesh_ours", "src_ours", "dst_ours"], **style,
-                   title=f"Speedup of {planner} over each XLA partitioner, per case (simulated time)")
+                   pattern_shape="XLA compiler", log_y=True,
+                   hover_data=["mesh_ours", "src_ours", "dst_ours", "XLA compiler"], **style,
+                   title=f"Speedup of {planner} over each XLA partitioner, per case (simulated time; "
+                         "bar pattern: which XLA compiler produced the baseline)")
         f.add_hline(y=1.0, line_dash="dot")
         f.update_layout(height=380 * len(xla_pairs) + 120)
         figs.append(("speedup-case", "Speedup per case", f))
+        sp["machine"] = sp["machine"] + " [XLA: " + sp["XLA compiler"] + "]"
         f = px.box(sp, x="machine", y="speedup", color="vs", points="all", log_y=True,
-                   hover_data=["case"], **style, title=f"Speedup of {planner} over XLA, per machine")
+                   hover_data=["case"], **style, title=f"Speedup of {planner} over XLA, per machine "
+                                                       "(XLA compiler in brackets)")
         f.add_hline(y=1.0, line_dash="dot")
         figs.append(("speedup-machine", "Speedup per machine", f))
 
     ok = base[base["status"] == "ok"]
     if not ok.empty:
-        mem = ok.drop_duplicates(["suite", "case", "planner"])
+        mem = ok.assign(**{"XLA compiler": ok["xla_compiler"].map(lambda v: compiler_label([v]))})
+        mem = mem.drop_duplicates(["suite", "case", "planner", "XLA compiler"])
         f = px.bar(mem, x="case", y="max_shard_over_bound", color="planner", barmode="group", log_y=True,
-                   hover_data=["mesh", "src", "dst", "max_shard_bytes", "bound_bytes", "full_remat"], **style,
-                       title="Largest buffer per device relative to max(src shard, dst shard)")
+                   pattern_shape="XLA compiler",
+                   hover_data=["mesh", "src", "dst", "max_shard_bytes", "bound_bytes", "full_remat", "machine"],
+                   **style, title="Largest buffer per device relative to max(src shard, dst shard) "
+                                  "(bar pattern: XLA compiler; '-' for our plans)")
         f.add_hline(y=1.0, line_dash="dot", annotation_text="memory bound")
         top = float(mem["max_shard_over_bound"].max())
         f.update_yaxes(range=[-0.4, math.log10(max(top, 2.0)) + 0.2])  # bars at 1 stay visible
         figs.append(("memory", "Memory relative to max(src, dst)", f))
         f = px.box(ok, x="planner", y="time_over_lb", color="machine", points="all", log_y=True,
-                   hover_data=["case"], **style, title="Simulated time over the lower bound")
+                   hover_data=["case", "xla_compiler"], **style,
+                   title="Simulated time over the lower bound (XLA rows: TPU machines compiled by libtpu, "
+                         "others from XLA's CPU HLO)")
         f.add_hline(y=1.0, line_dash="dot")
         figs.append(("lower-bound", "Time over the lower bound", f))
 
@@ -304,7 +327,8 @@ Regenerate with <code>python -m experiments report {html.escape(rep.out_dir)}</c
 
 def _summary_html(rep: Report) -> str:
     rows = "".join(
-        f"<tr><td>{html.escape(s['vs'])}</td><td>{html.escape(s['machine'])}</td><td>{s['cases']}</td>"
+        f"<tr><td>{html.escape(s['vs'])}</td><td>{html.escape(s['machine'])}</td>"
+        f"<td>{html.escape(s.get('xla_compiler', '-'))}</td><td>{s['cases']}</td>"
         f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['max_speedup'])}</td><td>{_fx(s['min_speedup'])}</td>"
         f"<td>{s['losses']}</td><td>{_fx(s['geomean_comm_speedup'])}</td><td>{_pct(s['other_over_bound_share'])}</td>"
         f"<td>{_pct(s['ours_over_bound_share'])}</td><td>{_pct(s['other_full_remat_share'])}</td>"
@@ -322,7 +346,8 @@ def _summary_html(rep: Report) -> str:
                 f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['min_speedup'])}</td><td>{s['losses']}</td>"
                 f"<td>{_fx(s['geomean_comm_speedup'])}</td><td>{_pct(s['other_over_bound_share'])}</td></tr>"
                 for s in rep.by_suite) + "</table>"
-    return (f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>cases</th><th>geomean speedup</th>"
+    return (f"<p>{html.escape(COMPILER_NOTE)}</p>"
+            f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>XLA compiler</th><th>cases</th><th>geomean speedup</th>"
             "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>geomean speedup, collectives only</th>"
             "<th>other over memory bound</th>"
             "<th>ours over bound</th><th>XLA full remat</th><th>geomean time/LB (ours)</th>"
