@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-coarsen", action="store_true", help="simulate every unit, even identical ones")
     r.add_argument("--trace", default=None, help="also write the per-transfer trace to this CSV file")
     r.add_argument("--full", action="store_true", help="with --json: include every link and the trace")
+    r.add_argument("--chrome-trace", default=None, metavar="FILE",
+                   help="also write Chrome Trace Event JSON (open in Perfetto): a track per device and busy link")
     r.add_argument("--json", action="store_true", help="print one JSON document")
 
     pr = sub.add_parser("profiles", help="list hardware profiles with their parameters")
@@ -79,6 +81,10 @@ def _run(args):
         from synth.fileio import check_output_file
 
         check_output_file(args.trace, "--trace")
+    if args.chrome_trace:
+        from synth.fileio import check_output_file
+
+        check_output_file(args.chrome_trace, "--chrome-trace")
     machine = load_profile(args.hardware)
     if args.bandwidth_scale != 1.0 or args.latency_scale != 1.0:
         machine = machine.with_scale(args.bandwidth_scale, args.latency_scale)
@@ -105,8 +111,17 @@ def _run(args):
 
         with atomic_writer(args.trace, "--trace") as f:
             res.trace_df().to_csv(f, index=False)
+    if args.chrome_trace:
+        from simulator.chrome_trace import write_chrome_trace
+
+        write_chrome_trace(res, args.chrome_trace)
     if args.json:
         d = res.to_dict(full=args.full)
+        from simulator.chrome_trace import op_bandwidths  # nccl-tests algbw/busbw per op
+
+        for o, bw in zip(d["ops"], op_bandwidths(res)):
+            o.update({k: bw[k] for k in ("nccl_bytes", "group_size", "algbw_Bps", "busbw_Bps",
+                                         "link_peak_Bps", "bus_peak_Bps")})
         if plan is not None:
             d["plan"] = plan.to_dict()
         print(json.dumps(d))
