@@ -31,19 +31,21 @@ PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 CALIBRATED_DIR = PROFILE_DIR / "calibrated"
 
 TOPOLOGY_KINDS = ("torus", "switched", "cpu-host")
-WRAPAROUND_POLICIES = ("always", "never", "multiple_of_4", "full")
+WRAPAROUND_POLICIES = ("always", "never", "multiple_of_4", "full", "cubes", "v4_torus_shapes")
 #: Algorithms the simulator and the analytic model know, per schedule-op kind.
 ALGORITHMS = {
-    "all_gather": ("ring", "bidir_ring"),
-    "reduce_scatter": ("ring", "bidir_ring"),
-    "all_reduce": ("ring", "bidir_ring"),
-    "all_to_all": ("direct",),
-    "permute": ("direct",),
+    "all_gather": ("auto", "ring", "bidir_ring"),
+    "reduce_scatter": ("auto", "ring", "bidir_ring"),
+    "all_reduce": ("auto", "ring", "bidir_ring", "tree", "nvls", "nvls_tree", "sharp"),
+    "all_to_all": ("auto", "direct"),
+    "permute": ("auto", "direct"),
 }
+#: ``auto`` = chosen per op and size by :mod:`models.collectives` (NCCL's tuner on switched
+#: machines, multi-axis / line / bidirectional rings on tori).
 DEFAULT_ALGORITHMS = {
-    "all_gather": "ring",
-    "reduce_scatter": "ring",
-    "all_reduce": "ring",
+    "all_gather": "auto",
+    "reduce_scatter": "auto",
+    "all_reduce": "auto",
     "all_to_all": "direct",
     "permute": "direct",
 }
@@ -63,6 +65,28 @@ _PARAMS = {
     "nic_latency_s": (("switched",), float),
     "bus_bandwidth_Bps": (("cpu-host",), float),
 }
+#: Optional parameters (issue 9): achieved-vs-line-rate factors, the bandwidth ramp, NCCL's
+#: protocol latencies, in-network reduction and reduction bandwidth. Absent = the default here.
+_OPTIONAL = {
+    "nics_per_node": (int, 0),            # switched: NICs per node (0 = one per GPU)
+    "link_efficiency": (float, 1.0),      # achieved / line rate on NVLink or ICI links
+    "nic_efficiency": (float, 1.0),       # achieved / line rate on a NIC
+    "nvls_efficiency": (float, 0.0),      # NVLink SHARP all-reduce: algbw / NVLink line rate (0 = none)
+    "sharp": (int, 0),                    # 1 = InfiniBand SHARP (in-fabric reduction) between nodes
+    "max_net_rings": (int, 0),            # most rings (channels) NCCL runs across the network (0 = NICs)
+    "ramp_half_bytes": (float, 0.0),      # message size at which half the bandwidth is reached (8 ranks)
+    "ramp_ranks_exponent": (float, 0.0),  # ramp_half_bytes grows as (ranks / 8) ** exponent
+    "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
+    "ll_base_latency_s": (float, 0.0),    # NCCL protocol LL / LL128 / Simple: fixed latency ...
+    "ll128_base_latency_s": (float, 0.0),
+    "simple_base_latency_s": (float, 0.0),
+    "ll_hop_latency_s": (float, 0.0),     # ... and latency per algorithm step (hop) within a node
+    "ll128_hop_latency_s": (float, 0.0),
+    "simple_hop_latency_s": (float, 0.0),
+}
+#: NCCL protocols: name -> fraction of the link bandwidth the protocol's wire format leaves for
+#: data (LL: 4 B flag per 4 B data; LL128: 8 B flag per 128 B line; Simple: none).
+PROTOCOLS = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 _SIZE_RE = re.compile(r"^\d+(x\d+)*$")
 
 
@@ -105,6 +129,21 @@ class HardwareProfile:
     nic_bandwidth_Bps: float = 0.0
     nic_latency_s: float = 0.0
     bus_bandwidth_Bps: float = 0.0
+    nics_per_node: int = 0
+    link_efficiency: float = 1.0
+    nic_efficiency: float = 1.0
+    nvls_efficiency: float = 0.0
+    sharp: int = 0
+    max_net_rings: int = 0
+    ramp_half_bytes: float = 0.0
+    ramp_ranks_exponent: float = 0.0
+    reduce_bandwidth_Bps: float = 0.0
+    ll_base_latency_s: float = 0.0
+    ll128_base_latency_s: float = 0.0
+    simple_base_latency_s: float = 0.0
+    ll_hop_latency_s: float = 0.0
+    ll128_hop_latency_s: float = 0.0
+    simple_hop_latency_s: float = 0.0
     overrides: tuple[tuple[str, KindParams], ...] = ()
     algorithms: tuple[tuple[str, str], ...] = ()
     description: str = field(default="", compare=False, repr=False)
@@ -128,6 +167,42 @@ class HardwareProfile:
             object.__setattr__(self, "wraparound", tuple(d > 2 for d in self.dims))
         if self.kind == "switched" and len(self.dims) != 2:
             raise ProfileError(f"profile {self.name!r}: a switched machine is sized (nodes, gpus)")
+        for p in ("link_efficiency", "nic_efficiency"):
+            if not 0 < getattr(self, p) <= 1:
+                raise ProfileError(f"profile {self.name!r}: {p} must be in (0, 1], got {getattr(self, p)}")
+        if not 0 <= self.nvls_efficiency <= 1:
+            raise ProfileError(f"profile {self.name!r}: nvls_efficiency must be in [0, 1], got {self.nvls_efficiency}")
+
+    # -- derived numbers used by models.collectives ----------------------------------
+    @property
+    def nics(self) -> int:
+        """NICs per node of a switched machine (one per GPU unless ``nics_per_node`` says)."""
+        if self.kind != "switched":
+            return 0
+        return self.nics_per_node or self.dims[1]
+
+    @property
+    def has_protocols(self) -> bool:
+        """Whether the profile gives NCCL's protocol latencies (LL / LL128 / Simple)."""
+        return self.simple_base_latency_s > 0
+
+    def protocol_latency_s(self, proto: str) -> tuple[float, float]:
+        """(fixed latency, latency per step within a node) of NCCL protocol ``proto``."""
+        key = {"LL": "ll", "LL128": "ll128", "Simple": "simple"}[proto]
+        return getattr(self, f"{key}_base_latency_s"), getattr(self, f"{key}_hop_latency_s")
+
+    def ramp(self, nbytes: float, ranks: int) -> float:
+        """Fraction of the peak bandwidth a collective of ``nbytes`` (nccl-tests size) over
+        ``ranks`` devices reaches: ``S / (S + h)``, ``h = ramp_half_bytes * (ranks/8)**exp``."""
+        if self.ramp_half_bytes <= 0 or nbytes <= 0:
+            return 1.0
+        h = self.ramp_half_bytes * (max(ranks, 2) / 8.0) ** self.ramp_ranks_exponent
+        return float(nbytes / (nbytes + h))
+
+    @property
+    def reduce_Bps(self) -> float:
+        """Bytes/s one device combines in a reduction (reads two operands, writes one)."""
+        return self.reduce_bandwidth_Bps or self.hbm_bandwidth_Bps / 3.0
 
     # -- size ---------------------------------------------------------------------
     @property
@@ -167,6 +242,17 @@ class HardwareProfile:
             if k == kind:
                 return v
         return DEFAULT_ALGORITHMS.get(kind, "direct")
+
+    def with_algorithm(self, **kinds: str) -> HardwareProfile:
+        """A copy that forces an algorithm per kind (e.g. ``all_reduce="ring"``, like
+        ``NCCL_ALGO=Ring``); ``"auto"`` restores the tuner."""
+        d = dict(self.algorithms)
+        for k, a in kinds.items():
+            if k not in ALGORITHMS or a not in ALGORITHMS[k]:
+                raise ProfileError(f"with_algorithm: {a!r} is not an algorithm for {k!r}; choose from "
+                                   f"{list(ALGORITHMS.get(k, ()))}")
+            d[k] = a
+        return replace(self, algorithms=tuple(sorted(d.items())))
 
     # -- what-if knobs --------------------------------------------------------------
     def with_scale(self, bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> HardwareProfile:
@@ -236,7 +322,11 @@ class HardwareProfile:
         if self.kind == "torus":
             d["wraparound"] = list(self.wraparound)
         if self.kind == "switched":
-            d.update(nic_bandwidth_Bps=self.nic_bandwidth_Bps, nic_latency_s=self.nic_latency_s)
+            d.update(nic_bandwidth_Bps=self.nic_bandwidth_Bps, nic_latency_s=self.nic_latency_s,
+                     nics_per_node=self.nics)
+        for p, (_t, default) in _OPTIONAL.items():
+            if p != "nics_per_node" and getattr(self, p) != default:
+                d[p] = getattr(self, p)
         if self.kind == "cpu-host":
             d["bus_bandwidth_Bps"] = self.bus_bandwidth_Bps
         if self.overrides:
@@ -329,20 +419,130 @@ def _read_raw(path: Path, seen: set) -> dict:
         raise ProfileError(f"profile {path}: 'extends' forms a cycle")
     seen.add(path)
     try:
-        with open(path) as f:
-            raw = yaml.safe_load(f)
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"profile file {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                           f"{e.start}); save it as UTF-8") from None
+    except OSError as e:
+        raise ProfileError(f"profile file {path}: cannot read it ({e.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ProfileError(f"profile file {path}: not valid YAML/JSON ({msg})") from None
-    except OSError as e:
-        raise ProfileError(f"profile file {path}: cannot read it ({e.strerror})") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile file {path}: expected a mapping at the top level")
+    _validate_schema(raw, path, partial=bool(raw.get("extends")))
     base = raw.get("extends")
     if base:
         parent = _read_raw(_resolve(str(base)), seen)
         raw = _merge(parent, {k: v for k, v in raw.items() if k != "extends"})
     return raw
+
+
+def _schema():
+    """The pydantic v2 models of a profile file (built once, imported lazily)."""
+    global _SCHEMA
+    if _SCHEMA is not None:
+        return _SCHEMA
+    from typing import Literal, Optional, Union
+
+    from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+    class Sourced(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        value: float = Field(ge=0, allow_inf_nan=False)
+        source: Optional[str] = None
+
+        @field_validator("value", mode="before")
+        @classmethod
+        def _no_bool(cls, v):
+            if isinstance(v, bool):
+                raise ValueError("must be a number, not a boolean")
+            return v
+
+    Number = Union[Sourced, float]
+
+    def _num_ok(v):
+        if isinstance(v, bool):
+            raise ValueError("must be a number, not a boolean")
+        if isinstance(v, (int, float)) and (v != v or v in (float("inf"), float("-inf")) or v < 0):
+            raise ValueError("must be a finite number >= 0")
+        return v
+
+    fields = {k: (Optional[Number], None) for k in list(_PARAMS) + list(_OPTIONAL)}
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        __annotations__ = {k: Optional[Number] for k in fields}
+        locals().update({k: None for k in fields})
+
+        @field_validator("*", mode="before")
+        @classmethod
+        def _check(cls, v):
+            return _num_ok(v)
+
+    class Topo(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        kind: Optional[Literal["torus", "switched", "cpu-host"]] = None
+        default_size: Optional[Union[str, int]] = None
+        max_size: Optional[Union[str, int]] = None
+        dim_names: Optional[list[str]] = None
+        wraparound: Optional[Literal["always", "never", "multiple_of_4", "full", "cubes", "v4_torus_shapes"]] = None
+        source: Optional[str] = None
+
+    class KindOverride(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        alpha_s: Optional[Number] = None
+        bandwidth_Bps: Optional[Number] = None
+        latency_s: Optional[Number] = None
+        algorithm: Optional[str] = None
+
+        @field_validator("alpha_s", "bandwidth_Bps", "latency_s", mode="before")
+        @classmethod
+        def _check(cls, v):
+            return _num_ok(v)
+
+    Kind = Literal["dyn_slice", "copy", "all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatter"]
+
+    class ProfileFile(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: Optional[str] = None
+        extends: Optional[str] = None
+        description: Optional[str] = None
+        topology: Optional[Topo] = None
+        algorithms: Optional[dict[Kind, str]] = None
+        params: Optional[Params] = None
+        collectives: Optional[dict[Kind, KindOverride]] = None
+        calibration: Optional[dict] = None      # free-form notes written by executor calibration
+
+    _ = StrictBool
+    _SCHEMA = ProfileFile
+    return _SCHEMA
+
+
+_SCHEMA = None
+
+
+def _validate_schema(raw: dict, path: Path, partial: bool) -> None:
+    """Check a profile document against the pydantic schema; the first problem becomes one
+    line naming the field path, the value and the rule."""
+    from pydantic import ValidationError
+
+    try:
+        _schema().model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(x) for x in err["loc"]]
+        # unions report each branch; keep the path of the field itself
+        loc = [x for x in loc if x not in ("Sourced", "float", "function-before[_no_bool(), float]")
+               and not x.startswith("function-")]
+        where = ".".join(loc) or "(top level)"
+        val = err.get("input")
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (a typo must not silently fall back to a default)"
+        raise ProfileError(f"profile file {path}: {where}: {msg} (got {val!r})") from None
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -390,9 +590,9 @@ def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:
     params = raw.get("params") or {}
     if not isinstance(params, dict):
         raise ProfileError(f"{where}: 'params' must be a mapping")
-    unknown = set(params) - set(_PARAMS)
+    unknown = set(params) - set(_PARAMS) - set(_OPTIONAL)
     if unknown:
-        raise ProfileError(f"{where}: unknown params {sorted(unknown)}; known: {sorted(_PARAMS)}")
+        raise ProfileError(f"{where}: unknown params {sorted(unknown)}; known: {sorted(_PARAMS) + sorted(_OPTIONAL)}")
     vals, sources = {}, {}
     for p, (kinds, typ) in _PARAMS.items():
         if p not in params:
@@ -402,6 +602,13 @@ def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:
         vals[p], s = _num(f"{where}: params.{p}", params[p], typ)
         if s:
             sources[p] = s
+    for p, (typ, default) in _OPTIONAL.items():
+        if p in params:
+            vals[p], src = _num(f"{where}: params.{p}", params[p], typ)
+            if src:
+                sources[p] = src
+        else:
+            vals[p] = default
     if isinstance(topo.get("source"), str):
         sources["topology"] = topo["source"]
 
@@ -454,7 +661,20 @@ def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:
         if policy not in WRAPAROUND_POLICIES:
             raise ProfileError(f"{where}: topology.wraparound must be one of {list(WRAPAROUND_POLICIES)}")
         full = _parse_dims(max_size) if max_size else ()
-        wrap = tuple(_wraps(policy, d, full) for d in dims)
+        if policy == "cubes":
+            # Google Cloud TPU v4/v5p: a slice made of whole 4x4x4 cubes is a full 3-D torus;
+            # smaller slices have no wraparound links at all.
+            whole = all(d % 4 == 0 for d in dims) and math.prod(dims) >= 64
+            wrap = tuple(whole and d > 1 for d in dims)
+        elif policy == "v4_torus_shapes":
+            # Google Cloud TPU v4: a 3-D torus only for AxBxC with A=B=C, 2A=B=C or 2A=2B=C,
+            # every dimension a multiple of 4; any other slice is a mesh.
+            a, b, c = sorted(dims) if len(dims) == 3 else (0, 0, 0)
+            ok = (len(dims) == 3 and all(d % 4 == 0 for d in dims)
+                  and (a == b == c or 2 * a == b == c or 2 * a == 2 * b == c))
+            wrap = tuple(ok for _ in dims)
+        else:
+            wrap = tuple(_wraps(policy, d, full) for d in dims)
     return HardwareProfile(
         name=name, kind=kind, dims=dims, dim_names=dim_names,
         link_bandwidth_Bps=vals["link_bandwidth_Bps"], link_latency_s=vals["link_latency_s"],
@@ -462,6 +682,7 @@ def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:
         hbm_bandwidth_Bps=vals["hbm_bandwidth_Bps"], hbm_capacity_bytes=vals["hbm_capacity_bytes"],
         wraparound=wrap, nic_bandwidth_Bps=vals.get("nic_bandwidth_Bps", 0.0),
         nic_latency_s=vals.get("nic_latency_s", 0.0), bus_bandwidth_Bps=vals.get("bus_bandwidth_Bps", 0.0),
+        **{p: vals[p] for p in _OPTIONAL},
         overrides=tuple(sorted(overrides)), algorithms=tuple(sorted(algorithms.items())),
         description=str(raw.get("description", "")), sources=tuple(sorted(sources.items())),
         origin=str(path),
