@@ -39,17 +39,21 @@ yields one row for each. A row's id is the hash of its canonical JSON spec.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any, Union
+
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat,
+                      StrictInt, ValidationError, field_validator)
 
 from experiments.backends import PLANNERS, XLA_MAX_DEVICES, XLA_PLANNERS
 from experiments.case import Case, ExperimentError, stable_hash
+from synth.limits import limit
 
-_TOP_KEYS = {"name", "description", "suites", "cases", "machines", "planners", "whatif", "measure", "runner"}
-_WHATIF_KEYS = {"bandwidth_scale", "latency_scale", "itemsize", "placement"}
-_MEASURE_KEYS = {"enabled", "max_devices", "max_bytes", "warmup", "repeats"}
-_RUNNER_KEYS = {"workers", "timeout_s", "xla_max_devices", "unit_delay_s", "simulator"}
+#: Most values in one what-if list, machines and planners in one config.
+MAX_LIST = 1000
 
 
 @dataclass(frozen=True)
@@ -156,93 +160,259 @@ def row_id(case: Case, machine: Machine, planner: str, knobs: Knobs, measure: bo
     return stable_hash(spec)
 
 
+# -- schema (pydantic v2) ----------------------------------------------------------------------
+def _finite_positive(v):
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError("must be a positive finite number")
+    return float(v)
+
+
+def _finite_nonneg(v):
+    if not math.isfinite(v) or v < 0:
+        raise ValueError("must be a finite number >= 0")
+    return float(v)
+
+
+def _max(name: str):
+    def check(v):
+        if v > limit(name):
+            raise ValueError(f"must be at most {limit(name):,} (the {name} limit; set "
+                             f"REDIST_LIMIT_{name.upper()} to change it)")
+        return v
+    return check
+
+
+def _as_list(v):
+    return v if isinstance(v, list) and v else [v]
+
+
+def _str_or_number(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return v
+
+
+_Number = Union[StrictInt, StrictFloat]
+_PositiveScale = Annotated[_Number, AfterValidator(_finite_positive), Field(le=1e6)]
+_Text = Annotated[str, BeforeValidator(_str_or_number), Field(max_length=10_000)]
+_Name = Annotated[str, BeforeValidator(_str_or_number), Field(min_length=1, max_length=200)]
+_PosInt = Annotated[StrictInt, Field(ge=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WhatIfSchema(_Strict):
+    """One what-if mapping: each knob a value or a list of values (their product is run)."""
+
+    bandwidth_scale: Annotated[list[_PositiveScale], BeforeValidator(_as_list), Field(max_length=MAX_LIST)] = [1.0]
+    latency_scale: Annotated[list[_PositiveScale], BeforeValidator(_as_list), Field(max_length=MAX_LIST)] = [1.0]
+    itemsize: Annotated[list[Annotated[_PosInt, AfterValidator(_max("itemsize"))] | None],
+                        BeforeValidator(_as_list), Field(max_length=MAX_LIST)] = [None]
+    placement: Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)] | None],
+                         BeforeValidator(_as_list), Field(max_length=MAX_LIST)] = ["default"]
+
+
+class MeasureSchema(_Strict):
+    enabled: StrictBool = False
+    max_devices: Annotated[_PosInt, AfterValidator(_max("cpu_devices"))] = 8
+    max_bytes: Annotated[_PosInt, Field(le=2**62)] = 64 << 20
+    warmup: Annotated[StrictInt, Field(ge=0), AfterValidator(_max("repeats"))] = 3
+    repeats: Annotated[_PosInt, AfterValidator(_max("repeats"))] = 10
+
+
+class RunnerSchema(_Strict):
+    workers: Annotated[_PosInt, Field(le=1024)] | None = None
+    timeout_s: Annotated[_Number, AfterValidator(_finite_positive), Field(le=7 * 86400)] = 300
+    xla_max_devices: Annotated[_PosInt, AfterValidator(_max("cpu_devices"))] = XLA_MAX_DEVICES
+    unit_delay_s: Annotated[_Number, AfterValidator(_finite_nonneg), Field(le=3600)] = 0.0
+    simulator: str = "simpy"
+
+    @field_validator("simulator")
+    @classmethod
+    def _sim(cls, v):
+        if v not in ("simpy", "analytic"):
+            raise ValueError("runner.simulator must be 'simpy' (event replay) or 'analytic'")
+        return v
+
+
+class SuiteParamsSchema(_Strict):
+    """Generator parameters and filters of a suite (which apply to which suite is
+    checked by :func:`experiments.suites.load_suite`)."""
+
+    count: Annotated[StrictInt, Field(ge=0), AfterValidator(_max("cases"))] | None = None
+    seed: Annotated[StrictInt, Field(ge=0, lt=2**63)] | None = None
+    max_devices: Annotated[_PosInt, AfterValidator(_max("devices"))] | None = None
+    min_devices: Annotated[_PosInt, AfterValidator(_max("devices"))] | None = None
+    names: Annotated[list[_Name], Field(max_length=100_000)] | None = None
+
+
+class CaseSchema(_Strict):
+    name: _Name
+    mesh: Annotated[str, Field(min_length=1, max_length=1000)]
+    src: Annotated[str, Field(min_length=1, max_length=10_000)]
+    dst: Annotated[str, Field(min_length=1, max_length=10_000)]
+    suite: _Name = "inline"
+    dtype: str = "bfloat16"
+    layout: _Text = ""
+    description: _Text = ""
+    ref: _Text = ""
+
+
+class MachineSchema(_Strict):
+    profile: Annotated[str, Field(min_length=1, max_length=1000)]
+    sizes: dict[Annotated[_PosInt, AfterValidator(_max("devices"))],
+                Annotated[str, BeforeValidator(_str_or_number), Field(max_length=100)]] | None = None
+
+
+class ConfigSchema(_Strict):
+    name: _Text | None = None
+    description: _Text | None = None
+    suites: Annotated[list[Union[_Name, dict[_Name, SuiteParamsSchema | None]]], Field(max_length=MAX_LIST)] | None = None
+    cases: Annotated[list[CaseSchema], Field(max_length=100_000)] | None = None
+    machines: Annotated[list[Union[Annotated[str, Field(min_length=1, max_length=1000)], MachineSchema]],
+                        Field(max_length=MAX_LIST)] | None = None
+    planners: Annotated[list[str], Field(max_length=MAX_LIST)] | None = None
+    whatif: Union[WhatIfSchema, Annotated[list[WhatIfSchema], Field(max_length=MAX_LIST)]] | None = None
+    measure: MeasureSchema | None = None
+    runner: RunnerSchema | None = None
+
+    @field_validator("suites")
+    @classmethod
+    def _suites(cls, v):
+        for i, item in enumerate(v or []):
+            if isinstance(item, dict) and len(item) != 1:
+                raise ValueError(f"suites[{i}] must be a suite name or {{name: {{params}}}} with one name, "
+                                 f"got {len(item)} names")
+        return v
+
+    @field_validator("planners")
+    @classmethod
+    def _planners(cls, v):
+        for pl in v or []:
+            if pl not in PLANNERS:
+                raise ValueError(f"unknown planner {pl!r}; choose from {list(PLANNERS)}")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"planners {v} lists one twice")
+        return v
+
+
+def _submodel(model, loc):
+    """The pydantic model that the (string) parts of ``loc`` lead to, for naming the
+    keys it allows."""
+    import typing
+
+    def models_in(tp):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return [tp]
+        return [m for a in typing.get_args(tp) for m in models_in(a)]
+
+    cur = model
+    for part in loc:
+        if not isinstance(part, str) or part not in cur.model_fields:
+            continue
+        inner = models_in(cur.model_fields[part].annotation)
+        if not inner:
+            break
+        cur = inner[0]
+    return cur
+
+
+def _error_line(e: ValidationError, where: str, data) -> str:
+    from synth.schema import error_line
+
+    first = e.errors(include_url=False)[0]
+    if first.get("type") == "extra_forbidden":
+        loc = first["loc"]
+        owner = _submodel(ConfigSchema, loc[:-1])
+        path = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc[:-1]).replace(".[", "[")
+        at = f" in {path}" if path else ""
+        return f"{where}: unknown key {loc[-1]!r}{at}; allowed: {sorted(owner.model_fields)}"
+    return error_line(e, where, data)
+
+
 # -- loading ---------------------------------------------------------------------------------
 def load_config(path) -> Config:
+    """Read a YAML config (UTF-8) and validate it; every error is one line."""
     import yaml
 
-    p = Path(path)
-    if not p.exists():
-        raise ExperimentError(f"config file {path} does not exist")
+    from synth.fileio import read_text
+
+    text = read_text(path, "config file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ExperimentError(f"config {path}: not valid YAML: {e}") from None
-    return parse_config(data, str(p))
+        problem = " ".join(str(getattr(e, "problem", None) or getattr(e, "context", None) or
+                               type(e).__name__).split())
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ExperimentError(f"config {path}: not valid YAML: {problem}{at}") from None
+    except RecursionError:
+        raise ExperimentError(f"config {path}: nested too deeply") from None
+    return parse_config(data, str(path))
 
 
 def parse_config(data, where: str = "config") -> Config:
     if not isinstance(data, dict):
-        raise ExperimentError(f"{where}: the top level must be a mapping with 'suites', 'machines', ...")
-    _no_unknown(data, _TOP_KEYS, where)
-    cases = _load_cases(data, where)
-    machines = tuple(_machine(m, f"{where}: machines[{i}]") for i, m in enumerate(_list(data, "machines", where, ["tpu-v4"])))
+        raise ExperimentError(f"{where}: the top level must be a mapping with 'suites', 'machines', ..., "
+                              f"got {type(data).__name__}")
+    try:
+        cfg = ConfigSchema.model_validate(data)
+    except ValidationError as e:
+        raise ExperimentError(_error_line(e, where, data)) from None
+    except RecursionError:
+        raise ExperimentError(f"{where}: nested too deeply") from None
+    cases = _load_cases(cfg, where)
+    machines = tuple(_machine(m) for m in (cfg.machines if cfg.machines is not None else ["tpu-v4"]))
     if not machines:
         raise ExperimentError(f"{where}: 'machines' is empty; name at least one profile, e.g. [tpu-v4]")
-    planners = tuple(_list(data, "planners", where, list(PLANNERS)))
-    for pl in planners:
-        if pl not in PLANNERS:
-            raise ExperimentError(f"{where}: unknown planner {pl!r}; choose from {list(PLANNERS)}")
-    if len(set(planners)) != len(planners):
-        raise ExperimentError(f"{where}: planners {list(planners)} lists one twice")
-    knobs = _knobs(data.get("whatif") or {}, where)
-    measure = dict(data.get("measure") or {})
-    _no_unknown(measure, _MEASURE_KEYS, f"{where}: measure")
-    runner = dict(data.get("runner") or {})
-    _no_unknown(runner, _RUNNER_KEYS, f"{where}: runner")
-    for k in ("workers", "xla_max_devices"):
-        if k in runner and (not isinstance(runner[k], int) or runner[k] < 1):
-            raise ExperimentError(f"{where}: runner.{k} must be a positive integer, got {runner[k]!r}")
-    if runner.get("simulator", "simpy") not in ("simpy", "analytic"):
-        raise ExperimentError(f"{where}: runner.simulator must be 'simpy' (event replay) or 'analytic', "
-                              f"got {runner['simulator']!r}")
-    if "timeout_s" in runner and not (isinstance(runner["timeout_s"], (int, float)) and runner["timeout_s"] > 0):
-        raise ExperimentError(f"{where}: runner.timeout_s must be a positive number of seconds")
+    planners = tuple(cfg.planners if cfg.planners is not None else PLANNERS)
+    if not planners:
+        raise ExperimentError(f"{where}: 'planners' is empty; choose from {list(PLANNERS)}")
+    knobs = _knobs(cfg.whatif)
+    rows = len(cases) * len(machines) * len(planners) * len(knobs)
+    if rows > 10 * limit("cases"):
+        raise ExperimentError(f"{where}: {len(cases)} cases x {len(machines)} machines x {len(planners)} "
+                              f"planners x {len(knobs)} what-if combinations = {rows:,} rows; the limit is "
+                              f"{10 * limit('cases'):,} (10 x the cases limit; set REDIST_LIMIT_CASES)")
+    measure = cfg.measure.model_dump(exclude_unset=True) if cfg.measure is not None else {}
+    runner = cfg.runner.model_dump(exclude_unset=True) if cfg.runner is not None else {}
     return Config(
-        name=str(data.get("name", Path(where).stem)), cases=cases, machines=machines,
+        name=cfg.name if cfg.name is not None else Path(where).stem, cases=cases, machines=machines,
         planners=planners, knobs=knobs, measure=measure, runner=runner,
-        description=str(data.get("description", "")), path=where,
+        description=cfg.description or "", path=where,
     )
 
 
-def _no_unknown(d: dict, allowed: set, where: str):
-    bad = sorted(set(d) - allowed)
-    if bad:
-        raise ExperimentError(f"{where}: unknown key(s) {bad}; allowed: {sorted(allowed)}")
-
-
-def _list(data, key, where, default):
-    v = data.get(key, default)
-    if v is None:
-        return default
-    if not isinstance(v, list):
-        raise ExperimentError(f"{where}: '{key}' must be a list, got {type(v).__name__}")
-    return v
-
-
-def _load_cases(data, where) -> tuple[Case, ...]:
+def _load_cases(cfg: ConfigSchema, where) -> tuple[Case, ...]:
     from experiments.suites import load_suite
 
     out: list[Case] = []
-    for i, item in enumerate(_list(data, "suites", where, [])):
+    for item in cfg.suites or []:
         if isinstance(item, str):
             name, params = item, {}
-        elif isinstance(item, dict) and len(item) == 1:
-            name, params = next(iter(item.items()))
-            params = params or {}
-            if not isinstance(params, dict):
-                raise ExperimentError(f"{where}: suites[{i}] {name!r}: parameters must be a mapping")
         else:
-            raise ExperimentError(
-                f"{where}: suites[{i}] must be a suite name or {{name: {{params}}}}, got {item!r}"
-            )
-        out += load_suite(name, **params)
-    for i, c in enumerate(_list(data, "cases", where, [])):
-        if not isinstance(c, dict) or not {"name", "mesh", "src", "dst"} <= set(c):
-            raise ExperimentError(f"{where}: cases[{i}] needs name, mesh, src and dst, got {c!r}")
-        c = {"suite": "inline", **c}
-        out.append(Case.from_dict(c))
+            name, p = next(iter(item.items()))
+            params = p.model_dump(exclude_none=True) if p is not None else {}
+        try:
+            out += load_suite(name, **params)
+        except ExperimentError as e:
+            raise ExperimentError(f"{where}: {e}") from None
+        if len(out) > limit("cases"):
+            break
+    for i, c in enumerate(cfg.cases or []):
+        try:
+            out.append(Case.from_dict(c.model_dump()))
+        except ExperimentError as e:
+            raise ExperimentError(f"{where}: cases[{i}]: {e}") from None
+        except ValueError as e:  # RedistributionError from the mesh or types
+            raise ExperimentError(f"{where}: cases[{i}] {c.name!r}: {e}") from None
     if not out:
         raise ExperimentError(f"{where}: no cases; list at least one suite under 'suites' or add 'cases'")
+    if len(out) > limit("cases"):
+        raise ExperimentError(f"{where}: more than {limit('cases'):,} cases; the limit is {limit('cases'):,} "
+                              "cases of one suite or config (set REDIST_LIMIT_CASES to change it)")
     seen = {}
     for c in out:
         key = (c.suite, c.name)
@@ -252,48 +422,28 @@ def _load_cases(data, where) -> tuple[Case, ...]:
     return tuple(out)
 
 
-def _machine(m, where) -> Machine:
+def _machine(m) -> Machine:
     if isinstance(m, str):
         return Machine(m)
-    if isinstance(m, dict) and "profile" in m:
-        _no_unknown(m, {"profile", "sizes"}, where)
-        sizes = m.get("sizes") or {}
-        if not isinstance(sizes, dict):
-            raise ExperimentError(f"{where}: sizes must map a device count to a shape, e.g. {{64: '4x4x4'}}")
-        return Machine(str(m["profile"]), tuple(sorted((int(k), str(v)) for k, v in sizes.items())))
-    raise ExperimentError(f"{where}: a machine is a profile name or {{profile: NAME, sizes: {{...}}}}, got {m!r}")
+    return Machine(m.profile, tuple(sorted((m.sizes or {}).items())))
 
 
-def _knobs(w, where) -> tuple[Knobs, ...]:
+def _knobs(w) -> tuple[Knobs, ...]:
     """A mapping is the product of its value lists; a list of mappings is the union of
     their products (vary one knob at a time), always with the baseline included."""
+    if w is None:
+        return (Knobs(),)
     if isinstance(w, list):
         out = [Knobs()]
-        for i, part in enumerate(w):
-            for k in _knobs(part, f"{where}: whatif[{i}]" if where else where):
+        for part in w:
+            for k in _knobs(part):
                 if k not in out:
                     out.append(k)
         return tuple(out)
-    if not isinstance(w, dict):
-        raise ExperimentError(f"{where}: 'whatif' must be a mapping of knob -> list of values, "
-                              "or a list of such mappings")
-    _no_unknown(w, _WHATIF_KEYS, f"{where}: whatif")
-    vals = {}
-    for k, default in (("bandwidth_scale", [1.0]), ("latency_scale", [1.0]), ("itemsize", [None]),
-                       ("placement", ["default"])):
-        v = w.get(k, default)
-        if not isinstance(v, list) or not v:
-            v = [v]
-        vals[k] = v
-    for k in ("bandwidth_scale", "latency_scale"):
-        for x in vals[k]:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0:
-                raise ExperimentError(f"{where}: whatif.{k} values must be positive numbers, got {x!r}")
-    for x in vals["itemsize"]:
-        if x is not None and (isinstance(x, bool) or not isinstance(x, int) or x < 1):
-            raise ExperimentError(f"{where}: whatif.itemsize values must be positive integers or null, got {x!r}")
+    n = len(w.bandwidth_scale) * len(w.latency_scale) * len(w.itemsize) * len(w.placement)
+    if n > 10 * limit("cases"):
+        raise ExperimentError(f"whatif: {n:,} combinations; the limit is {10 * limit('cases'):,}")
     return tuple(
         Knobs(float(b), float(lat), it, str(pl) if pl is not None else "default")
-        for b, lat, it, pl in itertools.product(vals["bandwidth_scale"], vals["latency_scale"],
-                                                vals["itemsize"], vals["placement"])
+        for b, lat, it, pl in itertools.product(w.bandwidth_scale, w.latency_scale, w.itemsize, w.placement)
     )

@@ -12,6 +12,7 @@ Imported lazily (pydantic is not needed to ``import synth``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
@@ -40,19 +41,40 @@ def _short(v, n: int = 60) -> str:
     return r if len(r) <= n else r[: n - 3] + "..."
 
 
-def error_line(e: ValidationError, where: str) -> str:
-    """One line for the first error of ``e`` (and how many more there are)."""
+def _real_path(loc, data) -> list:
+    """The parts of a pydantic ``loc`` that index into ``data`` (dropping union-branch
+    tags such as ``function-after[...]`` or ``int``)."""
+    out, cur = [], data
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, (list, tuple)) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+    return out
+
+
+def error_line(e: ValidationError, where: str, data=None) -> str:
+    """One line for the most specific error of ``e`` (the one reaching deepest into
+    ``data``) and how many more there are."""
     errs = e.errors(include_url=False)
-    first = errs[0]
+    if data is not None:
+        first = max(errs, key=lambda x: len(_real_path(x.get("loc", ()), data)))
+        loc = _real_path(first.get("loc", ()), data)
+    else:
+        first = errs[0]
+        loc = list(first.get("loc", ()))
     msg = str(first.get("msg", "invalid")).replace("\n", " ")
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    if msg.startswith("Assertion failed, "):
-        msg = msg[len("Assertion failed, "):]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    msg = re.sub(r" or instance of \w+", "", msg)
+    if first.get("type") == "missing" and first.get("loc"):
+        loc = loc + [first["loc"][-1]]
     inp = first.get("input")
     shown = "" if first.get("type") in ("missing",) or isinstance(inp, (dict, list)) else f" (value {_short(inp)})"
-    more = f" (and {len(errs) - 1} more error{'s' if len(errs) > 2 else ''})" if len(errs) > 1 else ""
-    return f"{where}: {_loc(first.get('loc', ()))}: {msg}{shown}{more}"
+    return f"{where}: {_loc(loc)}: {msg}{shown}"
 
 
 _Bytes = Field(default=0, ge=0, le=MAX_BYTES)
@@ -141,7 +163,7 @@ def validate(model: type[BaseModel], data, where: str):
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise RedistributionError(error_line(e, where)) from None
+        raise RedistributionError(error_line(e, where, data)) from None
     except RecursionError:
         raise RedistributionError(f"{where}: nested too deeply") from None
 
