@@ -200,6 +200,9 @@ def _stats(j, vs: str, machine: str) -> dict:
 def build_report(out_dir, html_path=None, planner: str = "normal") -> Report:
     import json
 
+    from synth.fileio import check_output_file
+
+    check_output_file(html_path or Path(out_dir) / "report.html", "--html", make_parents=True)
     df = load_rows(out_dir)
     if planner not in set(df["planner"]):
         raise ExperimentError(f"report: no rows for planner {planner!r} in {out_dir}; planners there: "
@@ -321,8 +324,10 @@ Regenerate with <code>python -m experiments report {html.escape(rep.out_dir)}</c
 <h2>Errors and timeouts</h2>{err_html}
 <h2>Cases</h2>{cases.to_html(index=False, escape=True)}
 </body></html>"""
+    from synth.fileio import atomic_write_text
+
     Path(rep.html_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(rep.html_path).write_text(body)
+    atomic_write_text(rep.html_path, body, "--html")
 
 
 def _summary_html(rep: Report) -> str:
