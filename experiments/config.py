@@ -364,7 +364,8 @@ def parse_config(data, where: str = "config") -> Config:
     except RecursionError:
         raise ExperimentError(f"{where}: nested too deeply") from None
     cases = _load_cases(cfg, where)
-    machines = tuple(_machine(m) for m in (cfg.machines if cfg.machines is not None else ["tpu-v4"]))
+    machines = tuple(_machine(m, f"{where}: machines[{i}]")
+                     for i, m in enumerate(cfg.machines if cfg.machines is not None else ["tpu-v4"]))
     if not machines:
         raise ExperimentError(f"{where}: 'machines' is empty; name at least one profile, e.g. [tpu-v4]")
     planners = tuple(cfg.planners if cfg.planners is not None else PLANNERS)
@@ -422,10 +423,22 @@ def _load_cases(cfg: ConfigSchema, where) -> tuple[Case, ...]:
     return tuple(out)
 
 
-def _machine(m) -> Machine:
-    if isinstance(m, str):
-        return Machine(m)
-    return Machine(m.profile, tuple(sorted((m.sizes or {}).items())))
+def _machine(m, where: str) -> Machine:
+    """A machine whose profile loads (an unknown name or a broken profile file is a
+    config error, exit 2, not an error row per case); explicit sizes must load too.
+    A case that the profile cannot be sized for stays an error row of that case."""
+    import models
+
+    machine = Machine(m) if isinstance(m, str) else Machine(m.profile, tuple(sorted((m.sizes or {}).items())))
+    try:
+        models.load_profile(machine.profile)
+        for n, size in machine.sizes:
+            prof = models.load_profile(machine.profile, size)
+            if prof.num_devices != n:
+                raise ExperimentError(f"size {size!r} gives {prof.num_devices} devices, not {n}")
+    except ValueError as e:  # RedistributionError from models
+        raise ExperimentError(f"{where}: {e}") from None
+    return machine
 
 
 def _knobs(w) -> tuple[Knobs, ...]:
