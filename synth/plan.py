@@ -29,6 +29,9 @@ class Plan:
     itemsize: int = 4
     planner: str = "normal"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    #: What the ``auto`` planner's search established (status, optimal, cost, lower
+    #: bound and gap, memory bound met or least achievable); None for other planners.
+    search: dict | None = field(default=None, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "steps", tuple(self.steps))
@@ -161,6 +164,8 @@ class Plan:
         }
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.search is not None:
+            out["search"] = dict(self.search)
         return out
 
     def to_json(self, **kw) -> str:

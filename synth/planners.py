@@ -294,14 +294,26 @@ def _plan_search(mesh, src, dst, itemsize=4):
     return plan_search(mesh, src, dst, itemsize)
 
 
-PLANNERS = {"easy": plan_easy, "normal": plan_normal, "search": _plan_search}
+def _plan_auto(mesh, src, dst, itemsize=4, *, budget_s=None, cost=None):
+    from synth.auto import DEFAULT_BUDGET_S, plan_auto
+
+    return plan_auto(mesh, src, dst, itemsize, cost=cost,
+                     budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s)
 
 
-def synthesize(mesh, src, dst, planner: str = "normal", itemsize: int = 4) -> Plan:
+PLANNERS = {"auto": _plan_auto, "easy": plan_easy, "normal": plan_normal, "search": _plan_search}
+
+
+def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
+               budget_s: float | None = None, budget_ms: float | None = None, cost=None) -> Plan:
     """Synthesize a plan from ``src`` to ``dst`` on ``mesh``.
 
     ``mesh`` is a :class:`Mesh` or ``'x=2,y=4'``; ``src``/``dst`` are
     :class:`ArrayType` or canonical strings like ``'[1024{x}, 4096{y}]'``.
+    ``planner`` is ``auto`` (default), ``normal``, ``easy`` or ``search``. For ``auto``:
+    ``budget_s`` (or ``budget_ms``) is the search's time budget (default 100 ms) and
+    ``cost`` its cost model (default :class:`synth.auto.DefaultCost`; a machine's is
+    ``models.plan_cost.machine_cost(machine, mesh, placement)``).
     """
     mesh = Mesh.of(mesh)
     src = ArrayType.of(src).check(mesh, "source type")
@@ -322,4 +334,12 @@ def synthesize(mesh, src, dst, planner: str = "normal", itemsize: int = 4) -> Pl
         raise RedistributionError(
             f"synthesize: unknown planner {planner!r}; choose one of {sorted(PLANNERS)}"
         ) from None
+    if budget_ms is not None:
+        if budget_s is not None:
+            raise RedistributionError("synthesize: give budget_s or budget_ms, not both")
+        from synth.auto import check_budget
+
+        budget_s = check_budget(budget_ms, "ms") / 1e3
+    if planner == "auto":
+        return fn(mesh, src, dst, itemsize, budget_s=budget_s, cost=cost)
     return fn(mesh, src, dst, itemsize)

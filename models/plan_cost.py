@@ -1,0 +1,86 @@
+"""The machine's cost of a plan, for the ``auto`` planner.
+
+``synth`` never imports ``models``; the planner takes a cost model object instead
+(see :mod:`synth.auto`). :func:`machine_cost` builds one from a hardware profile and
+a placement: each device-level op costs :func:`models.analytic.op_time_s` on the
+machine's topology, so a calibrated profile or another placement changes the plan.
+
+The bounds the search prunes with must never exceed a real plan's cost:
+
+* ``comm_floor_s``: the smallest launch cost ``alpha_s`` of any communicating kind: every
+  communicating op pays at least its own.
+* ``bytes_lower_bound_s(n)``: ``floor + n / (largest incoming bandwidth of any chip)``;
+  ``plan_lower_bound_s(need)``: ``floor + max_d need_d / in_bandwidth(chip of d)``. Every op
+  of :func:`models.analytic.op_time_s` lasts at least as long as its slowest device takes
+  to receive its bytes through all its incoming links, and what a device lacks must
+  arrive over some ops. Where a profile overrides a kind's link bandwidth (a calibrated
+  profile), that bound is not safe, and only the floor is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.analytic import op_time_s
+
+COMM_KINDS = ("all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatter")
+
+
+class MachineCost:
+    """Cost model of ``synth.auto`` on a machine: ``op_time_s(op)`` is
+    :func:`models.analytic.op_time_s` with the placement's chips."""
+
+    needs_devices = True
+    local_free = False
+
+    def __init__(self, machine, chips=None, label: str | None = None):
+        self.machine = machine
+        n = machine.num_devices
+        self.chips = list(chips) if chips is not None else list(range(n))
+        self.name = label or f"analytic model of {machine.spec}"
+        self._floor = min(float(machine.alpha_s(k)) for k in COMM_KINDS)
+        topo = machine.topology
+        cache: dict = {}
+        bw = np.empty(len(self.chips))
+        for d, c in enumerate(self.chips):
+            if c not in cache:
+                cache[c] = topo.in_bandwidth(c)
+            bw[d] = cache[c]
+        self._in_bw = bw
+        self._bw_safe = all(machine.kind_params(k).bandwidth_Bps is None for k in COMM_KINDS) and \
+            bool((bw > 0).all())
+
+    def op_time_s(self, op) -> float:
+        return float(op_time_s(op, self.machine, self.chips))
+
+    def comm_floor_s(self) -> float:
+        return self._floor
+
+    def bytes_lower_bound_s(self, nbytes) -> float:
+        if nbytes <= 0:
+            return 0.0
+        if not self._bw_safe:
+            return self._floor
+        return self._floor + float(nbytes) / float(self._in_bw.max())
+
+    def plan_lower_bound_s(self, need_bytes) -> float:
+        need = np.asarray(need_bytes, dtype=float)
+        if not len(need) or need.max() <= 0:
+            return 0.0
+        if not self._bw_safe:
+            return self._floor
+        return self._floor + float((need / self._in_bw).max())
+
+
+def machine_cost(machine, mesh=None, placement=None) -> MachineCost:
+    """A :class:`MachineCost` for ``machine`` (a profile or a ``NAME[:SIZE]`` spec) with
+    ``placement`` (None: row-major; see :class:`models.placement.Placement`)."""
+    from models.placement import Placement
+    from models.profiles import load_profile
+
+    if isinstance(machine, str):
+        machine = load_profile(machine)
+    place = Placement.of(placement, mesh, machine)
+    label = f"analytic model of {machine.spec}" + (
+        f", placement {place.text}" if place.text != "row-major" else "")
+    return MachineCost(machine, place.chips, label)

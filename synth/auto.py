@@ -1,0 +1,863 @@
+"""The ``auto`` planner: the cheapest plan within the memory bound, or, where no plan
+stays within it, a plan with the smallest achievable largest shard; fast, and honest
+about what it proved.
+
+What it returns
+---------------
+Let ``bound = max(src shard, dst shard)``. Every plan holds ``src`` and ``dst``, so no
+plan's largest shard is below ``bound``; call ``cap`` the smallest largest shard any
+plan can achieve (``cap == bound`` exactly when a bounded plan exists). ``auto``
+returns, among the plans whose every type stays within ``cap``, the one of least cost,
+ties going to fewer bytes moved, then to fewer collectives.
+
+The search space
+----------------
+Types are searched without their size-1 mesh axes (they hold no data; a permute that
+moves nothing relabels at either end, as in ``normal``). From a type, the moves are
+generated from a table keyed by collective kind (:data:`MOVES`), so a new kind adds one
+generator:
+
+* ``dyn_slice``: any unused axis becomes the minor-most axis of any dim it divides;
+* ``all_gather`` / ``all_to_all``: any subset of a dim's axes (one fused group of at most
+  ``MAX_FUSED_GROUP`` devices) is gathered, or moved to the end of another dim in any
+  order; when the subset is not already the dim's minor-most suffix in that order, an
+  AllPermute that reorders the dim comes first (one edge, both costs);
+* ``all_permute``: a permute reaches *any* type with the same local shape. The first
+  pass (``directed``) permutes only to the target and to the types from which the
+  target is reached by gathers and slices (a prefix of each target dim, then any
+  other axes); the second pass (``full``) permutes to every type of the same local
+  shape, enumerated per local shape.
+
+Cost
+----
+A cost model gives each device-level op (:class:`synth.schedule.ScheduleOp`) a time.
+``models.plan_cost.machine_cost(machine, chips)`` wraps the analytic model of
+``models/`` (a profile, its calibration and the placement); without a machine the
+:class:`DefaultCost` below is used: per communicating op ``5 us + received bytes /
+50 GB/s`` (the received bytes of the device that receives most), local ops free.
+A plan's cost is the tuple ``(time_s, bytes moved, collectives)``, compared in that
+order; consecutive DynSlices are one local op, costed once, as ``Plan.to_schedule``
+runs them.
+
+Search and proof
+----------------
+A* over types with an admissible, consistent bound: a type that is not a prefix of the
+target on every dim still needs at least one communicating op, which costs at least the
+model's ``comm_floor_s``. Phases, all under one time budget (default 100 ms):
+
+1. ``directed`` search within ``bound``;
+2. if it found nothing: ``full`` search within ``bound``; if that is exhausted, no
+   bounded plan exists (proven). Then a bottleneck search finds ``cap`` (the least
+   largest shard of any plan) and steps 1-2 run again within ``cap``;
+3. if a plan was found by the directed pass and time is left, the ``full`` pass runs
+   with that plan's cost as an upper bound: exhausted means proven optimal.
+
+The plan records the outcome in ``Plan.search`` (see :func:`plan_auto`): ``optimal``
+(the full search was exhausted: no plan within ``cap`` costs less under the model) or
+the best found within the budget, the proven lower bound on the cost and the gap to it,
+and whether the memory bound holds or the proven least largest shard. If the budget
+runs out before any plan is found, the ``normal`` or ``easy`` plan with the smaller
+largest shard is returned and the note says so.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from synth.collectives import AllGather, AllPermute, AllToAll, DynSlice, permute_sources
+from synth.mesh import Mesh
+from synth.plan import Plan
+from synth.schedule import LOCAL_KINDS, ScheduleOp
+from synth.types import ArrayType, Dim
+
+#: Default time budget for one synthesis, in seconds.
+DEFAULT_BUDGET_S = 0.1
+
+#: Largest subset of a dim's axes one all-to-all may move in any order (orders of
+#: larger subsets are limited to the current one).
+MAX_ORDERED_SUBSET = 3
+
+
+# -- cost models ----------------------------------------------------------------------
+class DefaultCost:
+    """The documented default when no machine is chosen: an alpha-beta model.
+
+    A communicating op costs ``alpha_s + recv_bytes / bandwidth_Bps`` where
+    ``recv_bytes`` is what the most-receiving device receives; local ops (slices,
+    copies) are free. ``alpha_s = 5 us`` and ``bandwidth_Bps = 50 GB/s`` (50e9 B/s) are
+    generic round figures of one accelerator link, not a machine's: pick a machine
+    (``--hardware``) for real costs."""
+
+    name = "default alpha-beta (5 us + bytes / 50 GB/s per communicating op)"
+    needs_devices = False
+    local_free = True
+
+    def __init__(self, alpha_s: float = 5e-6, bandwidth_Bps: float = 50e9):
+        self.alpha_s = float(alpha_s)
+        self.bandwidth_Bps = float(bandwidth_Bps)
+
+    def op_time_s(self, op: ScheduleOp) -> float:
+        if op.kind in LOCAL_KINDS:
+            return 0.0
+        return self.alpha_s + op.recv_bytes / self.bandwidth_Bps
+
+    def comm_floor_s(self) -> float:
+        """No communicating op costs less (admissible bound for the search)."""
+        return self.alpha_s
+
+    def bytes_lower_bound_s(self, nbytes) -> float:
+        """No plan in which some device must receive ``nbytes`` costs less."""
+        return 0.0 if nbytes <= 0 else self.alpha_s + nbytes / self.bandwidth_Bps
+
+    def plan_lower_bound_s(self, need_bytes) -> float:
+        """No plan in which some device must receive ``max(need_bytes)`` costs less:
+        at least one op, and the bytes must arrive."""
+        m = int(np.max(need_bytes)) if len(need_bytes) else 0
+        return 0.0 if m <= 0 else self.alpha_s + m / self.bandwidth_Bps
+
+
+# -- results --------------------------------------------------------------------------
+@dataclass
+class _Found:
+    moves: tuple          # move descriptors along the path
+    cost: tuple           # (time_s, bytes, collectives)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _prod(sizes, axes):
+    p = 1
+    for a in axes:
+        p *= sizes[a]
+    return p
+
+
+class _Searcher:
+    """One synthesis problem on stripped types (tuples of axis tuples)."""
+
+    def __init__(self, mesh: Mesh, shape, S0, T, itemsize, cost, deadline, max_fused):
+        self.mesh = mesh
+        self.shape = tuple(shape)
+        self.rank = len(shape)
+        self.total = math.prod(shape)
+        self.sz = {a: s for a, s in mesh.axes if s > 1}
+        self.names = tuple(self.sz)
+        self.S0, self.T = S0, T
+        self.itemsize = itemsize
+        self.cost = cost
+        self.deadline = deadline
+        self.max_fused = max_fused
+        self.default = isinstance(cost, DefaultCost)
+        self.local_free = bool(getattr(cost, "local_free", False))
+        self.floor = float(cost.comm_floor_s())
+        self._op_cache: dict = {}
+        self._class_cache: dict = {}
+        self._goal_adj: dict = {}
+        self._groups: dict = {}
+        self.expanded = 0
+        self._tick = 0
+        self._shard: dict = {}
+        self._ov: dict = {}
+        self._t_starts = None
+        self.bytes_lb = getattr(cost, "bytes_lower_bound_s", lambda m: 0.0)
+        self._h: dict = {}
+
+    # -- type helpers ---------------------------------------------------------------
+    def splits(self, S):
+        sz = self.sz
+        return tuple(_prod(sz, axes) for axes in S)
+
+    def shard(self, S):
+        v = self._shard.get(S)
+        if v is None:
+            p = 1
+            for axes in S:
+                p *= _prod(self.sz, axes)
+            v = self._shard[S] = self.total // p
+        return v
+
+    def _dim_starts(self, i, axes):
+        """Per device, the first index of its block along dim i under ``axes``."""
+        idx = np.zeros(self.mesh.size, dtype=np.int64)
+        for a in axes:
+            k = self.mesh.names.index(a)
+            idx = idx * self.mesh.sizes[k] + self.mesh.coords[:, k]
+        return idx * (self.shape[i] // _prod(self.sz, axes))
+
+    def _overlap(self, i, axes):
+        """Per device, the overlap along dim i of its block under ``axes`` with its target
+        block, and the largest such overlap (cached per dim and axes)."""
+        key = (i, axes)
+        v = self._ov.get(key)
+        if v is None:
+            if self._t_starts is None:
+                self._t_starts = [self._dim_starts(j, self.T[j]) for j in range(self.rank)]
+            s0 = self._dim_starts(i, axes)
+            t0 = self._t_starts[i]
+            s1 = s0 + self.shape[i] // _prod(self.sz, axes)
+            t1 = t0 + self.shape[i] // _prod(self.sz, self.T[i])
+            o = np.minimum(s1, t1) - np.maximum(s0, t0)
+            np.maximum(o, 0, out=o)
+            v = self._ov[key] = (o, int(o.max()))
+        return v
+
+    def need_bytes(self, S):
+        """Per device, the bytes of its target block that its block under S lacks."""
+        ov = None
+        for i in range(self.rank):
+            o = self._overlap(i, S[i])[0]
+            ov = o if ov is None else ov * o
+        return (self.shard(self.T) - ov) * self.itemsize
+
+    def h_cheap(self, S):
+        """A cheaper admissible bound: the target block less the product of the largest
+        per-dim overlaps is a lower bound on what the neediest device lacks."""
+        if self.prefix_ok(S):
+            return _ZERO
+        p = 1
+        for i in range(self.rank):
+            p *= self._overlap(i, S[i])[1]
+        m = (self.shard(self.T) - p) * self.itemsize
+        return (max(self.floor, self.bytes_lb(m)), m, 1)
+
+    def h_exact(self, S):
+        """Admissible, consistent lower bound on the cost from S to the target: the model's
+        bound for receiving what is still missing, at least one op if anything is."""
+        v = self._h.get(S)
+        if v is None:
+            if self.prefix_ok(S):
+                v = _ZERO
+            else:
+                need = self.need_bytes(S)
+                m = int(need.max())
+                t = max(self.floor, float(self.cost.plan_lower_bound_s(need)))
+                v = (t, m, 1)
+            self._h[S] = v
+        return v
+
+    def to_type(self, S) -> ArrayType:
+        return ArrayType(tuple(Dim(n, axes) for n, axes in zip(self.shape, S)))
+
+    def prefix_ok(self, S):
+        T = self.T
+        return all(T[i][: len(a)] == a for i, a in enumerate(S))
+
+    def check_time(self):
+        self._tick += 1
+        if self._tick & 31 == 0 and time.perf_counter() > self.deadline:
+            raise _Timeout
+
+    # -- costs ------------------------------------------------------------------------
+    def _groups_of(self, X):
+        g = self._groups.get(X)
+        if g is None:
+            g = tuple(tuple(r) for r in self.mesh.groups(X))
+            self._groups[X] = g
+        return g
+
+    def coll_cost(self, kind, X, in_elems, out_elems):
+        key = (kind, X, in_elems)
+        c = self._op_cache.get(key)
+        if c is not None:
+            return c
+        n = _prod(self.sz, X)
+        in_b = in_elems * self.itemsize
+        out_b = out_elems * self.itemsize
+        if kind == "all_gather":
+            send, recv = in_b, (n - 1) * in_b
+        else:  # all_to_all
+            send = recv = in_b * (n - 1) // n
+        if self.default:
+            t = self.cost.alpha_s + recv / self.cost.bandwidth_Bps
+        else:
+            op = ScheduleOp(kind, in_b, out_b, send_bytes=send, recv_bytes=recv,
+                            groups=self._groups_of(X))
+            t = float(self.cost.op_time_s(op))
+        c = (t, recv, 1)
+        self._op_cache[key] = c
+        return c
+
+    def perm_cost(self, S, S2):
+        key = ("p", S, S2)
+        c = self._op_cache.get(key)
+        if c is not None:
+            return c
+        in_b = self.shard(S) * self.itemsize
+        if self.default:
+            t = self.cost.alpha_s + in_b / self.cost.bandwidth_Bps
+        else:
+            src = permute_sources(self.to_type(S), self.to_type(S2), self.mesh)
+            pairs = tuple((int(s), d) for d, s in enumerate(src) if int(s) != d)
+            op = ScheduleOp("permute", in_b, in_b, send_bytes=in_b, recv_bytes=in_b, pairs=pairs)
+            t = float(self.cost.op_time_s(op))
+        c = (t, in_b, 1)
+        self._op_cache[key] = c
+        return c
+
+    def local_cost(self, in_elems, out_elems):
+        if self.local_free:
+            return (0.0, 0, 0)
+        key = ("l", in_elems, out_elems)
+        c = self._op_cache.get(key)
+        if c is None:
+            n = self.mesh.size
+            op = ScheduleOp("dyn_slice", in_elems * self.itemsize, out_elems * self.itemsize,
+                            groups=tuple((d,) for d in range(n)))
+            c = (float(self.cost.op_time_s(op)), 0, 0)
+            self._op_cache[key] = c
+        return c
+
+    # -- permute targets ----------------------------------------------------------------
+    def class_members(self, key):
+        """Every valid stripped type whose per-dim splits are ``key`` (any axes, any order)."""
+        got = self._class_cache.get(key)
+        if got is not None:
+            return got
+        sz, names, shape = self.sz, self.names, self.shape
+        out = []
+
+        def rec(i, free, acc):
+            if i == len(key):
+                out.append(tuple(acc))
+                return
+            want = key[i]
+            for combo in _subsets_with_product(free, sz, want):
+                rest = tuple(a for a in free if a not in combo)
+                for order in itertools.permutations(combo):
+                    acc.append(order)
+                    rec(i + 1, rest, acc)
+                    acc.pop()
+                    self.check_time()
+
+        if all(n % k == 0 for n, k in zip(shape, key)):
+            rec(0, names, [])
+        self._class_cache[key] = out
+        return out
+
+    def goal_adjacent(self, key):
+        """Types of splits ``key`` from which the target is reached by gathers then
+        slices: a prefix of every target dim, then other axes (in mesh order)."""
+        got = self._goal_adj.get(key)
+        if got is not None:
+            return got
+        sz, T = self.sz, self.T
+        out = []
+        if all(n % k == 0 for n, k in zip(self.shape, key)):
+            for cut in itertools.product(*(range(len(a) + 1) for a in T)):
+                pre = tuple(a[:c] for a, c in zip(T, cut))
+                extra = []
+                ok = True
+                for p, k in zip(pre, key):
+                    q = _prod(sz, p)
+                    if k % q:
+                        ok = False
+                        break
+                    extra.append(k // q)
+                if not ok:
+                    continue
+                used = {a for p in pre for a in p}
+                rest = tuple(a for a in self.names if a not in used)
+                for assign in _assign_products(rest, sz, extra):
+                    out.append(tuple(p + e for p, e in zip(pre, assign)))
+                self.check_time()
+        out = list(dict.fromkeys(out))
+        self._goal_adj[key] = out
+        return out
+
+    # -- moves ------------------------------------------------------------------------
+    def moves(self, S, cap, full):
+        """Yield ``(descriptors, S2, cost, kind_of_last)`` for every move from S whose
+        types stay within ``cap`` elements. Generated from :data:`MOVES`."""
+        for gen in MOVES.values():
+            yield from gen(self, S, cap, full)
+
+
+def _subsets_with_product(axes, sz, want):
+    """Subsets (as tuples in the given order) of ``axes`` whose sizes multiply to ``want``."""
+    out = []
+
+    def rec(k, p, acc):
+        if p == want:
+            out.append(tuple(acc))
+            return
+        for j in range(k, len(axes)):
+            s = sz[axes[j]]
+            if want % (p * s) == 0:
+                acc.append(axes[j])
+                rec(j + 1, p * s, acc)
+                acc.pop()
+
+    rec(0, 1, [])
+    return out
+
+
+def _assign_products(rest, sz, extra):
+    """Assignments of ``rest`` axes to dims (or to none) so that dim i receives axes of
+    product ``extra[i]``; each dim's axes in the order of ``rest``."""
+    out = []
+    rank = len(extra)
+
+    def rec(k, rem, acc):
+        if k == len(rest):
+            if all(r == 1 for r in rem):
+                out.append(tuple(tuple(a) for a in acc))
+            return
+        a = rest[k]
+        s = sz[a]
+        rec(k + 1, rem, acc)  # unused
+        for i in range(rank):
+            if rem[i] % s == 0:
+                acc[i].append(a)
+                rem2 = list(rem)
+                rem2[i] //= s
+                rec(k + 1, rem2, acc)
+                acc[i].pop()
+
+    rec(0, list(extra), [[] for _ in range(rank)])
+    return out
+
+
+# -- move generators, one per collective kind ---------------------------------------------
+def _slice_moves(sr: _Searcher, S, cap, full):
+    used = {a for axes in S for a in axes}
+    spl = sr.splits(S)
+    for a in sr.names:
+        if a in used:
+            continue
+        s = sr.sz[a]
+        for i, axes in enumerate(S):
+            if (sr.shape[i] // spl[i]) % s == 0:
+                S2 = S[:i] + (axes + (a,),) + S[i + 1:]
+                yield (("dyn_slice", i, a),), S2, None, "dyn_slice"
+
+
+def _subset_orders(axes, max_fused, sz):
+    """(X, rest) for every nonempty ordered subset X of ``axes`` that one fused group
+    may take: all orders when |X| <= MAX_ORDERED_SUBSET, else the current order."""
+    k = len(axes)
+    for r in range(1, k + 1):
+        for idx in itertools.combinations(range(k), r):
+            X = tuple(axes[j] for j in idx)
+            if r > 1 and _prod(sz, X) > max_fused:
+                continue
+            rest = tuple(axes[j] for j in range(k) if j not in idx)
+            orders = itertools.permutations(X) if r <= MAX_ORDERED_SUBSET else (X,)
+            for Xo in orders:
+                yield Xo, rest
+
+
+def _gather_moves(sr: _Searcher, S, cap, full):
+    sh = sr.shard(S)
+    for i, axes in enumerate(S):
+        seen = set()
+        for X, rest in _subset_orders(axes, sr.max_fused, sr.sz):
+            n = _prod(sr.sz, X)
+            if sh * n > cap:
+                continue
+            key = (frozenset(X), rest)
+            reorder = rest + X != axes
+            # a gather of X removes the same axes whatever their order: one order is enough,
+            # the current one when X is already the suffix
+            if key in seen:
+                continue
+            seen.add(key)
+            S2 = S[:i] + (rest,) + S[i + 1:]
+            c = sr.coll_cost("all_gather", X, sh, sh * n)
+            if reorder:
+                Sr = S[:i] + (rest + X,) + S[i + 1:]
+                p = sr.perm_cost(S, Sr)
+                yield (("all_permute", Sr), ("all_gather", i, X)), S2, _add(p, c), "all_gather"
+            else:
+                yield (("all_gather", i, X),), S2, c, "all_gather"
+
+
+def _a2a_moves(sr: _Searcher, S, cap, full):
+    sh = sr.shard(S)
+    spl = sr.splits(S)
+    rank = sr.rank
+    for i, axes in enumerate(S):
+        for X, rest in _subset_orders(axes, sr.max_fused, sr.sz):
+            n = _prod(sr.sz, X)
+            reorder = rest + X != axes
+            Sr = S[:i] + (rest + X,) + S[i + 1:] if reorder else S
+            c = sr.coll_cost("all_to_all", X, sh, sh)
+            if reorder:
+                c = _add(sr.perm_cost(S, Sr), c)
+            for j in range(rank):
+                if j == i or (sr.shape[j] // spl[j]) % n:
+                    continue
+                S2 = list(S)
+                S2[i] = rest
+                S2[j] = S[j] + X
+                S2 = tuple(S2)
+                if reorder:
+                    yield (("all_permute", Sr), ("all_to_all", i, j, X)), S2, c, "all_to_all"
+                else:
+                    yield (("all_to_all", i, j, X),), S2, c, "all_to_all"
+
+
+def _permute_moves(sr: _Searcher, S, cap, full):
+    key = sr.splits(S)
+    targets = sr.class_members(key) if full else sr.goal_adjacent(key)
+    if not full and key == sr.splits(sr.T) and sr.T not in targets:
+        targets = [sr.T] + list(targets)
+    for S2 in targets:
+        if S2 != S:
+            yield (("all_permute", S2),), S2, sr.perm_cost(S, S2), "all_permute"
+
+
+#: Move generators keyed by collective kind: the search's view of the collectives table.
+MOVES = {
+    "dyn_slice": _slice_moves,
+    "all_gather": _gather_moves,
+    "all_to_all": _a2a_moves,
+    "all_permute": _permute_moves,
+}
+
+_ZERO = (0.0, 0, 0)
+
+
+def _add(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def _astar(sr: _Searcher, cap: int, full: bool, upper=None):
+    """Cheapest path from S0 to T with every type within ``cap`` elements.
+
+    Returns ``(found, lower_bound, exhausted)``: ``found`` a :class:`_Found` or None;
+    ``lower_bound`` the least ``f`` left open (a proven lower bound on the cost of any
+    plan within ``cap`` that is not cheaper than ``upper`` when nothing was found).
+    Raises :class:`_Timeout` with the state attached when the deadline passes."""
+    S0, T = sr.S0, sr.T
+    floor = sr.floor
+    run_matters = not sr.local_free
+
+    h = sr.h_cheap
+
+    counter = itertools.count()
+    start = (S0, 0)
+    sr.last_full = full
+    best_g = {start: _ZERO}
+    parent = {start: None}
+    heap = [(h(S0), next(counter), _ZERO, start)]
+    closed = set()
+    sr.last_open_f = None
+    try:
+        while heap:
+            f, _, g, node = heapq.heappop(heap)
+            if node in closed:
+                continue
+            if upper is not None and f >= upper:
+                heap.append((f, 0, g, node))
+                break
+            S, run = node
+            if S == T and run == 0:
+                return _Found(_path(parent, node), g), f, True
+            hx = sr.h_exact(S)
+            f_exact = _add(g, hx)
+            if f_exact > f:
+                # the cheap bound was loose: re-queue with the exact one (lazy A*)
+                heapq.heappush(heap, (f_exact, next(counter), g, node))
+                continue
+            closed.add(node)
+            sr.expanded += 1
+            sr.check_time()
+            sh = sr.shard(S)
+            for desc, S2, c, kind in sr.moves(S, cap, full):
+                if sr.shard(S2) > cap:
+                    continue
+                if kind == "dyn_slice":
+                    if run_matters:
+                        run2 = run or sh
+                    else:
+                        run2 = 0
+                    if S2 == T and run2:
+                        g2 = _add(g, sr.local_cost(run2, sr.shard(T)))
+                        node2 = (T, 0)
+                    else:
+                        g2 = g
+                        node2 = (S2, run2)
+                else:
+                    g2 = _add(g, c)
+                    if run:
+                        g2 = _add(g2, sr.local_cost(run, sh))
+                    node2 = (S2, 0)
+                if node2 in closed:
+                    continue
+                old = best_g.get(node2)
+                if old is not None and old <= g2:
+                    continue
+                f2 = _add(g2, h(node2[0]))
+                if upper is not None and f2 >= upper:
+                    continue
+                best_g[node2] = g2
+                parent[node2] = (node, desc)
+                heapq.heappush(heap, (f2, next(counter), g2, node2))
+    except _Timeout:
+        sr.last_open_f = min((e[0] for e in heap), default=None)
+        raise
+    lb = min((e[0] for e in heap), default=None)
+    return None, lb, True
+
+
+def _path(parent, node):
+    out = []
+    while parent[node] is not None:
+        node, desc = parent[node]
+        out.append(desc)
+    out.reverse()
+    return tuple(d for desc in out for d in desc)
+
+
+def _bottleneck(sr: _Searcher):
+    """The least largest shard (elements) over all plans, by a minimax Dijkstra over the
+    full move set (no cap)."""
+    S0, T = sr.S0, sr.T
+    start = sr.shard(S0)
+    best = {S0: start}
+    heap = [(start, next(_cnt), S0)]
+    done = set()
+    big = sr.total
+    while heap:
+        b, _, S = heapq.heappop(heap)
+        if S in done:
+            continue
+        if S == T:
+            return b
+        done.add(S)
+        sr.expanded += 1
+        sr.check_time()
+        for _desc, S2, _c, _k in _moves_no_cost(sr, S):
+            b2 = max(b, sr.shard(S2))
+            if S2 in done or best.get(S2, big + 1) <= b2:
+                continue
+            best[S2] = b2
+            heapq.heappush(heap, (b2, next(_cnt), S2))
+    return None
+
+
+_cnt = itertools.count()
+
+
+def _moves_no_cost(sr, S):
+    """The full move set's successors of S without costs (for the bottleneck search)."""
+    used = {a for axes in S for a in axes}
+    spl = sr.splits(S)
+    for a in sr.names:
+        if a not in used:
+            for i, axes in enumerate(S):
+                if (sr.shape[i] // spl[i]) % sr.sz[a] == 0:
+                    yield None, S[:i] + (axes + (a,),) + S[i + 1:], None, "dyn_slice"
+    for i, axes in enumerate(S):
+        for X, rest in _subset_orders(axes, sr.max_fused, sr.sz):
+            n = _prod(sr.sz, X)
+            yield None, S[:i] + (rest,) + S[i + 1:], None, "all_gather"
+            for j in range(sr.rank):
+                if j != i and (sr.shape[j] // spl[j]) % n == 0:
+                    S2 = list(S)
+                    S2[i] = rest
+                    S2[j] = S[j] + X
+                    yield None, tuple(S2), None, "all_to_all"
+    for S2 in sr.class_members(spl):
+        if S2 != S:
+            yield None, S2, None, "all_permute"
+
+
+# -- the planner --------------------------------------------------------------------------
+def _strip(t: ArrayType, mesh: Mesh):
+    return tuple(tuple(a for a in d.axes if mesh.shape[a] > 1) for d in t.dims)
+
+
+def _need_bytes(mesh, src, dst, itemsize):
+    s0, s1 = src.regions(mesh)
+    d0, d1 = dst.regions(mesh)
+    import numpy as np
+
+    overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
+    return (dst.shard_elems(mesh) - overlap) * itemsize
+
+
+def _steps_from(sr: _Searcher, moves):
+    steps = []
+    for m in moves:
+        if m[0] == "dyn_slice":
+            steps.append(DynSlice(m[1], m[2]))
+        elif m[0] == "all_gather":
+            steps.append(AllGather(m[1], m[2]))
+        elif m[0] == "all_to_all":
+            steps.append(AllToAll(m[1], m[2], m[3]))
+        else:
+            steps.append(AllPermute(sr.to_type(m[1])))
+    return steps
+
+
+def schedule_cost(plan: Plan, cost) -> tuple[float, int, int]:
+    """``(time_s, bytes moved, collectives)`` of a plan under a cost model: the model's
+    time of each op of ``plan.to_schedule()``, summed; the received bytes of the
+    most-receiving device per step, summed; the communicating steps."""
+    sched = plan.to_schedule()
+    t = sum(float(cost.op_time_s(op)) for op in sched.ops)
+    return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
+
+
+def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
+              cost=None, budget_s: float = DEFAULT_BUDGET_S) -> Plan:
+    """The ``auto`` plan (see the module docstring). ``cost`` is a cost model with
+    ``op_time_s(op)``, ``comm_floor_s()`` and ``plan_lower_bound_s(need_bytes)``
+    (:class:`DefaultCost` when None; ``models.plan_cost.machine_cost`` for a machine).
+
+    ``Plan.search`` holds what the search established: ``status`` ("optimal" or
+    "best found within budget"), ``optimal``, ``cost_model``, ``time_s``,
+    ``bytes_moved``, ``collectives``, ``lower_bound_s`` (proven: no plan within the
+    memory cap costs less), ``gap_s``, ``bound_bytes``, ``max_shard_bytes``,
+    ``bound_met``, ``min_max_shard_bytes`` (the proven least largest shard of any plan,
+    or None when not established), ``budget_s``, ``elapsed_s``, ``states``."""
+    from synth.planners import MAX_FUSED_GROUP, plan_easy, plan_normal
+
+    t0 = time.perf_counter()
+    cost = cost if cost is not None else DefaultCost()
+    budget_s = check_budget(budget_s)
+    deadline = t0 + budget_s
+    S0, T = _strip(src, mesh), _strip(dst, mesh)
+    sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP)
+    bound_elems = max(sr.shard(S0), sr.shard(T))
+    itemsize_b = itemsize
+    sr.last_full = False
+    sr.last_open_f = None
+    need = _need_bytes(mesh, src, dst, itemsize)
+    lb0 = float(cost.plan_lower_bound_s(need))
+    notes = []
+    cap = bound_elems
+    min_max_shard = None    # proven least largest shard (elements)
+    state = {"found": None, "optimal": False, "lower": lb0}
+
+    def solve(cap):
+        """Cheapest plan within ``cap``: directed pass, then the full pass (bounded by the
+        directed plan's cost) to prove or improve it. None: no plan within ``cap``."""
+        found, _, _ = _astar(sr, cap, full=False)
+        if found is not None:
+            state["found"] = found
+            better, _, _ = _astar(sr, cap, full=True, upper=found.cost)
+            return better if better is not None else found
+        found, _, _ = _astar(sr, cap, full=True)
+        return found
+
+    timed_out = False
+    try:
+        found = solve(cap)
+        if found is None:
+            # the full search within the bound is exhausted: no bounded plan exists
+            m = _bottleneck(sr)
+            if m is None:  # cannot happen: easy always reaches the target
+                raise AssertionError("auto: the target is unreachable")
+            cap = min_max_shard = m
+            found = solve(cap)
+        else:
+            min_max_shard = bound_elems
+        state["found"] = found
+        state["optimal"] = True
+    except _Timeout:
+        timed_out = True
+        if sr.last_full and sr.last_open_f is not None:
+            # every plan within ``cap`` not yet found costs at least the least open f
+            state["lower"] = max(state["lower"], sr.last_open_f[0])
+    found, optimal, lower = state["found"], state["optimal"], state["lower"]
+    elapsed = time.perf_counter() - t0
+    if found is not None:
+        steps = _steps_from(sr, found.moves)
+        s1, d1 = sr.to_type(S0), sr.to_type(T)
+        full_steps = ([AllPermute(s1)] if s1 != src else []) + steps
+        if d1 != dst:
+            full_steps.append(AllPermute(dst))
+        full_steps = _merge_permutes(full_steps)
+        plan = Plan.build(mesh, src, dst, full_steps, itemsize, "auto")
+    else:
+        cands = [plan_normal(mesh, src, dst, itemsize), plan_easy(mesh, src, dst, itemsize)]
+        plan = min(cands, key=lambda p: (p.max_shard_bytes, schedule_cost(p, cost)))
+        notes.append(
+            f"auto: the time budget of {budget_s * 1e3:g} ms ran out before the search found a "
+            f"plan; returned the {plan.planner} planner's plan (not proven optimal; raise "
+            "--budget-ms to search longer)")
+    t_s, moved, ncoll = schedule_cost(plan, cost)
+    max_shard = plan.max_shard_bytes
+    bound = plan.bound_bytes
+    if optimal:
+        status = "optimal"
+        lower = t_s
+    else:
+        status = "best found within budget"
+        if min_max_shard is None and max_shard > bound:
+            lower = lb0  # the open list bounded plans within the bound only
+        lower = min(lower, t_s)
+    if timed_out and found is not None:
+        notes.append(
+            f"auto: the time budget of {budget_s * 1e3:g} ms ran out; this is the best plan found, "
+            f"within {max(t_s - lower, 0.0) * 1e6:.3g} us of the proven lower bound "
+            f"({lower * 1e6:.3g} us); raise --budget-ms to search longer")
+    min_b = None if min_max_shard is None else int(min_max_shard) * itemsize_b
+    if max_shard > bound:
+        if min_b is not None and min_b == max_shard:
+            notes.append(
+                f"auto: no plan stays within the memory bound of {bound} B per device (proven: "
+                f"the search over every move is exhausted); this plan's largest shard, "
+                f"{max_shard} B, is the least any plan achieves")
+        else:
+            notes.append(
+                f"auto: the largest shard, {max_shard} B, exceeds the memory bound of {bound} B "
+                "per device, and the search ran out of time before proving whether a bounded "
+                "plan exists; raise --budget-ms")
+    search = {
+        "status": status,
+        "optimal": bool(optimal),
+        "cost_model": getattr(cost, "name", type(cost).__name__),
+        "time_s": float(t_s),
+        "bytes_moved": int(moved),
+        "collectives": int(ncoll),
+        "lower_bound_s": float(min(lower, t_s)),
+        "gap_s": float(max(t_s - min(lower, t_s), 0.0)),
+        "bound_bytes": int(bound),
+        "max_shard_bytes": int(max_shard),
+        "bound_met": bool(max_shard <= bound),
+        "min_max_shard_bytes": min_b,
+        "budget_s": float(budget_s),
+        "elapsed_s": float(elapsed),
+        "states": int(sr.expanded),
+    }
+    return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
+                tuple(plan.notes) + tuple(notes), search=search)
+
+
+def _merge_permutes(steps):
+    merged = []
+    for c in steps:
+        if merged and c.kind == "all_permute" and merged[-1].kind == "all_permute":
+            merged[-1] = c
+        else:
+            merged.append(c)
+    return merged
+
+
+def check_budget(value, unit: str = "s") -> float:
+    """A positive, finite number (of ``unit``), or a :class:`RedistributionError`."""
+    from synth.errors import RedistributionError
+
+    flag = "--budget-ms" if unit == "ms" else "budget_s"
+    v = None
+    if not isinstance(value, bool):
+        try:
+            v = float(value)
+        except (TypeError, ValueError, OverflowError):
+            v = None
+    if v is None or not math.isfinite(v) or v <= 0:
+        raise RedistributionError(
+            f"auto planner: the time budget ({flag}) must be a positive number of {unit}, got "
+            f"{value!r}; e.g. --budget-ms 100")
+    return v
