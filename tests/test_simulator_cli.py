@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simulator.cli import main
-from synth import interpret, scatter, synthesize
+from synth import Plan, interpret, scatter, synthesize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,13 +46,22 @@ def test_run_json_document(capsys):
 
 def test_run_text_placement_scales_and_trace(capsys, tmp_path):
     trace = tmp_path / "t.csv"
-    rc, out, err = run_cli(capsys, "run", "--hardware", "tpu-v4:8x1x1", "--mesh", "x=4,y=2", "--src",
-                           "[64{y}, 32{x}]", "--dst", "[64, 32{x}]", "--placement", "y=X:2,x=X:4",
-                           "--bandwidth-scale", "2", "--trace", str(trace))
+    args = ["run", "--hardware", "tpu-v4:8x1x1", "--mesh", "x=4,y=2", "--src", "[64{y}, 32{x}]",
+            "--dst", "[64, 32{x}]", "--placement", "y=X:2,x=X:4"]
+    rc, out, err = run_cli(capsys, *args, "--bandwidth-scale", "2", "--trace", str(trace))
     assert rc == 0, err
     assert "simulated time" in out and "placement y=X:2,x=X:4" in out
     assert trace.read_text().startswith("op,kind,unit,step")
-    check_data(synthesize("x=4,y=2", "[64{y}, 32{x}]", "[64, 32{x}]"))
+    # the plan the CLI simulated moves the data exactly
+    _, base, _ = run_cli(capsys, *args, "--latency-scale", "0", "--json")
+    base = json.loads(base)
+    check_data(Plan.from_dict(base["plan"]))
+    # --bandwidth-scale reaches the simulation: without latency, twice the bandwidth is half
+    # the time, over the same link bytes
+    _, fast, _ = run_cli(capsys, *args, "--latency-scale", "0", "--bandwidth-scale", "2", "--json")
+    fast = json.loads(fast)
+    assert fast["plan"] == base["plan"] and fast["link_bytes_max"] == base["link_bytes_max"] > 0
+    assert fast["time_s"] == pytest.approx(base["time_s"] / 2, rel=1e-9)
 
 
 def test_run_what_if_scale_speeds_up(capsys):
