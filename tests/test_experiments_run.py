@@ -289,8 +289,10 @@ runner: {workers: 2, timeout_s: 0.5, unit_delay_s: 3, simulator: analytic}
 def test_config_errors_name_the_problem(tmp_path, text, match):
     import yaml
 
-    with pytest.raises(ExperimentError, match=match):
+    with pytest.raises(ExperimentError, match=match) as e:
         parse_config(yaml.safe_load(text), "c.yaml")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("c.yaml")  # one line that names the file
 
 
 def test_cli_errors_exit_2_without_traceback(tmp_path):
