@@ -163,7 +163,8 @@ def test_compare_whatif_bandwidth_and_mesh():
 def test_compare_xla_and_local_measurement_on_8_devices():
     at = _app("ui/pages/compare.py", **SMALL)
     _ok(at)
-    plan = synth.synthesize("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]", itemsize=2)
+    plan = synth.Plan.from_dict(at.session_state["cmp_plan"])  # the page's own plan
+    assert (str(plan.mesh), str(plan.src), str(plan.dst)) == ("x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]")
     check_moves_exactly(plan)
     at.button(key="cmp_xla_button").click().run()
     _ok(at)
@@ -271,11 +272,17 @@ def test_sweeps_browse_filter_and_report(results):
     at.multiselect(key="sweeps_planner").set_value(["normal"]).run()
     _ok(at)
     assert len(at.dataframe[0].value) == sum(r["planner"] == "normal" for r in rows)
-    # Every plan of the sweep that the page lists is exact.
+    # Every plan of the sweep that the page lists is exact: the plan checked element by
+    # element is the one the rows (and so the page) describe, figure for figure.
+    listed = at.dataframe[0].value
     for r in rows:
-        if r["planner"] in synth.PLANNERS:
+        if r["planner"] in synth.PLANNERS and r["status"] == "ok":
             plan = synth.synthesize(r["mesh"], r["src"], r["dst"], r["planner"], r["itemsize"])
+            assert (r["num_collectives"], r["max_shard_bytes"], r["peak_live_bytes"],
+                    r["recv_bytes_max_device"]) == (plan.num_collectives, plan.max_shard_bytes,
+                                                    plan.peak_live_bytes, plan.recv_bytes_max_device)
             check_moves_exactly(_shrunk(plan))
+    assert len(listed) == sum(r["planner"] == "normal" for r in rows)
     at.button(key="sweeps_build_report").click().run()
     _ok(at)
     assert (results / "report.html").stat().st_size > 1000

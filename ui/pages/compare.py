@@ -55,6 +55,7 @@ def main():
     except RedistributionError as e:
         st.error(f"mesh {mesh_text}: {e}")
         return
+    st.session_state["cmp_plan"] = plan.to_dict()  # the plan this page shows (tests check it)
 
     key = _case_key(mesh_text, plan, sc.dtype)
     asked = st.session_state.setdefault("cmp_xla_asked", [])
