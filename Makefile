@@ -22,7 +22,10 @@ run: setup
 example: setup
 	$(BIN)/python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
 
+# The browser test needs Debian's Chromium: installed here when missing and the user may
+# (root or passwordless sudo); otherwise one line says how and that test skips.
 test: setup
+	@.ci/ensure-chromium
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -1,7 +1,8 @@
 """One real-browser test: streamlit run app.py, driven by Debian's Chromium.
 
-It needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` does it).
-It does not skip: a missing browser is a failure that says how to install it.
+It needs ``/usr/bin/chromium`` (``apt-get install -y chromium``): ``make test`` installs it
+when the user may (root or passwordless sudo), ``.ci/run`` always does. Without it the test
+skips with that reason, except under ``REQUIRE_BROWSER=1`` (``.ci/run``), where it fails.
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ def server(tmp_path):
 @pytest.mark.browser
 def test_plan_page_in_chromium(server, tmp_path):
     if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        pytest.fail("Chromium is missing: run `apt-get install -y chromium` "
-                    "(.ci/run installs it before the tests)")
+        why = ("Chromium is missing: run `sudo apt-get install -y chromium` (make test installs it "
+               "when it may; .ci/run always does)")
+        if os.environ.get("REQUIRE_BROWSER"):  # CI: the browser test must run
+            pytest.fail(why)
+        pytest.skip(why)
     from playwright.sync_api import expect, sync_playwright
 
     shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
