@@ -17,16 +17,17 @@ Two levels:
   dyn_slice / copy (local)  ``alpha + (read + written bytes) / hbm_bw``
   ========================  ===================================================
 
-* :func:`op_time_s` -- the same algorithms costed on the machine's topology and
-  placement: every transfer is routed, and a step lasts as long as its slowest
-  transfer, ``sum(latency on route) + max over its links(load on link / bandwidth)``
-  where the load counts every transfer of the step crossing that link. This is
-  what the simulator reproduces when nothing queues; with contention the
-  simulator's FIFO links can be slower.
+* :func:`op_time_s` -- the algorithm the simulator picks (:mod:`models.collectives`:
+  NCCL-style tuner, multi-ring over rails, NVLS, trees, TPU multi-axis rings) costed on the
+  machine's links: ``alpha + latency of its steps + max(sum over phases of the busiest link's
+  bytes / capacity, reduction arithmetic)``. The flow-level simulator reproduces it when the
+  flows of a phase load their links evenly; with contention it can be slower.
 
-:func:`lower_bound_s`: each device must receive the part of its target block its
-source block lacks; that many bytes over the device's total incoming link
-bandwidth bounds any plan's time from below.
+Lower bounds (:func:`schedule_lower_bound`): the largest of the injection bound (each device
+receives what its source block lacks, over its links' line rate), the cut bounds (a node's
+NICs, each torus dimension's bisection: what a set of devices lacks over the links into it)
+and, on small machines, a max-concurrent-flow LP (:func:`lp_bound_s`). Line rates, not
+achieved rates, so the bound never exceeds a real measurement.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import math
 
 import numpy as np
 
-from models.algorithms import expand, ring_steps
+from models.algorithms import ring_steps
 
 
 def local_bytes(op) -> int:
@@ -73,43 +74,26 @@ def _link_params(machine, topo, kind):
 
 
 def op_time_s(op, machine, chips=None, units=None) -> float:
-    """Topology-aware analytic time of one schedule op (see the module docstring).
-    ``units`` may pass an already computed :func:`models.algorithms.expand`."""
+    """Analytic time of one schedule op with the algorithm the simulator picks
+    (:func:`models.collectives.plan_op`): ``alpha + latency of its steps + max(sum over phases
+    of the busiest link's bytes / capacity, reduction arithmetic)``. Equal to the flow-level
+    simulation whenever the flows of a phase load their links evenly (uncontended cases).
+    ``units`` is accepted for compatibility and ignored."""
+    from models.collectives import plan_op
+
     alpha = machine.alpha_s(op.kind)
     if op.kind in ("dyn_slice", "copy"):
         return alpha + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
-    topo = machine.topology
-    chips = chips if chips is not None else range(machine.num_devices)
-    if units is None:
-        units = expand(op, topo, chips, machine.algorithm(op.kind))
-    if not units:
-        return alpha
-    bw, lat = _link_params(machine, topo, op.kind)
-    load = np.zeros(len(topo.links))
-    if op.kind in ("all_gather", "reduce_scatter", "all_reduce"):
-        # one step: every member of every ring sends once in each active direction
-        for u in units:
-            for r in (u.routes_fwd if u.steps_fwd else ()) + (u.routes_bwd if u.steps_bwd else ()):
-                for lk in r:
-                    load[lk] += u.block_bytes
-        t = 0.0
-        for u in units:
-            for routes, steps in ((u.routes_fwd, u.steps_fwd), (u.routes_bwd, u.steps_bwd)):
-                if not steps:
-                    continue
-                step = max((sum(lat[lk] for lk in r) + max(load[lk] / bw[lk] for lk in r)) if r else 0.0
-                           for r in routes)
-                t = max(t, steps * step)
-        return alpha + t
-    for u in units:
-        for f in u.flows:
-            for lk in f[3]:
-                load[lk] += f[2]
-    used = load > 0
-    if not used.any():
-        return alpha
-    lat_max = max(sum(lat[lk] for lk in f[3]) for u in units for f in u.flows)
-    return alpha + lat_max + float((load[used] / bw[used]).max())
+    plan = plan_op(op, machine, chips)
+    return alpha if plan is None else float(plan.analytic_s())
+
+
+def op_algorithm(op, machine, chips=None) -> str | None:
+    """The algorithm (and protocol) the models choose for ``op``, e.g. ``"nvls/Simple"``."""
+    from models.collectives import plan_op
+
+    plan = plan_op(op, machine, chips)
+    return None if plan is None else plan.label
 
 
 def schedule_time_s(schedule, machine, chips=None) -> dict:
@@ -119,12 +103,40 @@ def schedule_time_s(schedule, machine, chips=None) -> dict:
 
 
 # -- lower bound ------------------------------------------------------------------------------
+#: the LP (max-concurrent-flow) bound runs when commodities x links stays below this
+LP_MAX_VARIABLES = 300_000
+#: cut bounds compare target blocks with distinct source blocks; skipped above this many pairs
+CUT_MAX_PAIRS = 20_000_000
+
+
 def need_bytes_per_device(mesh, src, dst, itemsize: int) -> np.ndarray:
-    """Bytes of its target block each device's source block does not hold."""
+    """Bytes of its target block each device's source block does not hold (padding excluded)."""
     s0, s1 = src.regions(mesh)
     d0, d1 = dst.regions(mesh)
     overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
-    return (dst.shard_elems(mesh) - overlap).astype(np.int64) * int(itemsize)
+    target = np.clip(d1 - d0, 0, None).prod(axis=1)
+    return (target - overlap).astype(np.int64) * int(itemsize)
+
+
+def need_from_outside_bytes(mesh, src, dst, itemsize: int, members) -> float:
+    """Bytes the devices ``members`` need that no member's source block holds: what must
+    cross into the set. Source blocks of two devices are equal or disjoint, so the union is
+    the sum over distinct source blocks."""
+    members = np.asarray(members, dtype=np.int64)
+    s0, s1 = src.regions(mesh)
+    d0, d1 = dst.regions(mesh)
+    u = np.unique(np.concatenate([s0[members], s1[members]], axis=1), axis=0)
+    nd = s0.shape[1]
+    u0, u1 = u[:, :nd], u[:, nd:]
+    t0, t1 = d0[members], d1[members]
+    target = np.clip(t1 - t0, 0, None).prod(axis=1).astype(float)
+    have = np.zeros(len(members))
+    step = max(1, CUT_MAX_PAIRS // max(1, len(u)) // 4)
+    for i in range(0, len(members), step):
+        a0, a1 = t0[i:i + step, None, :], t1[i:i + step, None, :]
+        ov = np.clip(np.minimum(a1, u1[None]) - np.maximum(a0, u0[None]), 0, None).prod(axis=2)
+        have[i:i + step] = ov.sum(axis=1)
+    return float(np.clip(target - have, 0, None).sum()) * int(itemsize)
 
 
 def in_bandwidth_per_device(machine, chips) -> np.ndarray:
@@ -139,7 +151,7 @@ def in_bandwidth_per_device(machine, chips) -> np.ndarray:
 
 
 def lower_bound_s(machine, need_bytes, chips=None) -> float:
-    """``max_d need_d / in_bandwidth(d)`` (0 when nothing must move)."""
+    """The injection bound ``max_d need_d / in_bandwidth(d)`` (0 when nothing must move)."""
     need = np.asarray(need_bytes, dtype=float)
     chips = list(chips) if chips is not None else list(range(len(need)))
     bw = in_bandwidth_per_device(machine, chips)
@@ -154,11 +166,192 @@ def _max_ratio(need, bw) -> float:
     return float(t.max())
 
 
-def schedule_lower_bound(schedule, machine, chips=None) -> tuple[float, str]:
-    """The redistribution lower bound when the schedule's ``meta`` names its mesh,
-    src, dst and itemsize (as ``Plan.to_schedule`` does); otherwise a bound on this
-    schedule alone (each op's largest per-device receive over in-bandwidth, summed).
-    Returns ``(seconds, kind)`` with kind ``"redistribution"`` or ``"schedule"``."""
+def _cuts(machine, chips):
+    """Device sets whose incoming links form a cut: (name, member devices, capacity in B/s).
+
+    Switched machines: every node (its NICs' ingress; for an NVL72 rack, the rack's uplinks).
+    Tori: each dimension's two halves (bisection; with wraparound two cut planes carry it)."""
+    topo = machine.topology
+    g = topo.graph
+    dev_of = {c: d for d, c in enumerate(chips)}
+    out = []
+    if machine.kind == "switched" and machine.dims[0] > 1:
+        gpn = machine.dims[1]
+        for n in range(machine.dims[0]):
+            node_chips = set(range(n * gpn, (n + 1) * gpn))
+            inside = set(node_chips) | {f"nvswitch{n}"} | {x for x in g.nodes if isinstance(x, str)
+                                                              and x.startswith(f"nic{n}.")}
+            cap = sum(d["bandwidth"] for u, v, d in g.edges(data=True) if v in inside and u not in inside)
+            out.append((f"nic_cut(node {n})", [dev_of[c] for c in sorted(node_chips)], cap))
+    elif machine.kind == "torus":
+        dims = machine.dims
+        coords = np.array(np.unravel_index(np.arange(machine.num_devices), dims)).T
+        for k, s in enumerate(dims):
+            if s < 2:
+                continue
+            for lo in sorted({0, s // 2}):
+                half = [c for c in range(machine.num_devices)
+                        if ((coords[c, k] - lo) % s) < s // 2]
+                if not half:
+                    continue
+                hs = set(half)
+                cap = sum(d["bandwidth"] for u, v, d in g.edges(data=True) if v in hs and u not in hs)
+                if cap > 0:
+                    out.append((f"bisection_{machine.dim_names[k]}", [dev_of[c] for c in half], cap))
+    return out
+
+
+def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips) -> dict:
+    """Every lower-bound term (seconds) of a redistribution: ``injection``, the cuts and, for
+    small machines whose source is not replicated, ``lp`` (max-concurrent-flow)."""
+    need = need_bytes_per_device(mesh, src, dst, itemsize)
+    terms = {"injection": lower_bound_s(machine, need, chips)}
+    P = len(chips)
+    if need.sum() <= 0:
+        return terms
+    for name, members, cap in _cuts(machine, chips):
+        if len(members) * P > CUT_MAX_PAIRS:
+            continue
+        b = need_from_outside_bytes(mesh, src, dst, itemsize, members)
+        key = name.split("(")[0]
+        terms[key] = max(terms.get(key, 0.0), b / cap if cap > 0 else 0.0)
+    lp = lp_bound_s(machine, mesh, src, dst, itemsize, chips)
+    if lp is not None:
+        terms["lp"] = lp
+    return terms
+
+
+def lp_bound_s(machine, mesh, src, dst, itemsize, chips) -> float | None:
+    """Max-concurrent-flow bound (scipy.optimize.linprog, HiGHS): one commodity per source
+    device (its block's bytes to every device that needs them), flow conservation at every
+    node, ``sum of commodities on a link <= capacity * T``; minimise ``T``. Only when every
+    element has one holder (no replication or pending sums in the source) and the LP is small
+    (``LP_MAX_VARIABLES``); ``None`` otherwise."""
+    if src.unreduced or any(a not in src.used_axes() for a in mesh.names if mesh.size > 1 and dict(mesh.axes)[a] > 1):
+        return None
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    topo = machine.topology
+    E = len(topo.links)
+    s0, s1 = src.regions(mesh)
+    d0, d1 = dst.regions(mesh)
+    ov = np.clip(np.minimum(s1[:, None, :], d1[None]) - np.maximum(s0[:, None, :], d0[None]), 0, None).prod(axis=2)
+    dem = ov.astype(float) * itemsize
+    np.fill_diagonal(dem, 0.0)
+    sources = np.nonzero(dem.sum(axis=1) > 0)[0]
+    if not len(sources):
+        return 0.0
+    K = len(sources)
+    if K * E > LP_MAX_VARIABLES:
+        return None
+    nodes = list(topo.graph.nodes)
+    nid = {v: i for i, v in enumerate(nodes)}
+    V = len(nodes)
+    tail = np.array([nid[u] for u, _v in topo.links])
+    head = np.array([nid[v] for _u, v in topo.links])
+    scale = float(dem.max())
+    rows, cols, vals = [], [], []
+    b_eq = np.zeros(K * V)
+    for ki, sdev in enumerate(sources):
+        base = ki * E
+        r_off = ki * V
+        e = np.arange(E)
+        rows += [r_off + tail, r_off + head]
+        cols += [base + e, base + e]
+        vals += [np.ones(E), -np.ones(E)]
+        b_eq[r_off + nid[chips[sdev]]] += dem[sdev].sum() / scale
+        for d in np.nonzero(dem[sdev])[0]:
+            b_eq[r_off + nid[chips[d]]] -= dem[sdev, d] / scale
+    a_eq = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(K * V, K * E + 1)).tocsr()
+    cap = topo.bandwidth / scale
+    ur = np.repeat(np.arange(E), K)
+    uc = (np.arange(K)[None, :] * E + np.arange(E)[:, None]).ravel()
+    a_ub = coo_matrix((np.concatenate([np.ones(K * E), -cap]),
+                       (np.concatenate([ur, np.arange(E)]), np.concatenate([uc, np.full(E, K * E)]))),
+                      shape=(E, K * E + 1)).tocsr()
+    c = np.zeros(K * E + 1)
+    c[-1] = 1.0
+    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(E), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    if res.status != 0:
+        return None
+    return float(res.x[-1]) * (1 - 1e-9)
+
+
+def op_bound_terms(op, machine, chips) -> dict:
+    """Lower-bound terms (seconds) of one collective from what its devices must receive:
+    injection (per device) and the node NIC cuts. All-gather: ``(n-1)/n`` of the output;
+    reduce-scatter: ``(n-1)/n`` of the input; all-reduce ``2(n-1)/n`` of the buffer, or
+    ``(n-1)/n`` where the switch or fabric reduces (NVLS, SHARP); all-to-all and permute: the
+    bytes received. A node of ``k`` group members must take in what the rest hold (all-gather:
+    ``(n-k)/n`` of the output, once; reduce-scatter: its ``k/n`` share; all-reduce: ``2(m-1)/m``
+    of the buffer over ``m`` nodes, half that with SHARP in the fabric)."""
+    from models.collectives import size_bytes
+
+    terms: dict = {}
+    if op.is_local:
+        return terms
+    chips = list(chips)
+    bw = in_bandwidth_per_device(machine, chips)
+    recv = np.zeros(len(chips))
+    innet = machine.nvls_efficiency > 0 or bool(machine.sharp)
+    if op.kind == "permute":
+        for _a, b in op.pairs:
+            if _a != b:
+                recv[b] += op.recv_bytes
+    else:
+        for g in op.groups:
+            n = len(g)
+            if n < 2:
+                continue
+            S = size_bytes(op)
+            if op.kind in ("all_gather", "reduce_scatter"):
+                r = (n - 1) / n * S
+            elif op.kind == "all_reduce":
+                r = (1 if innet else 2) * (n - 1) / n * S
+            else:
+                r = op.recv_bytes
+            recv[list(g)] = np.maximum(recv[list(g)], r)
+    terms["injection"] = _max_ratio(recv, bw)
+    if machine.kind == "switched" and machine.dims[0] > 1 and op.kind != "permute":
+        gpn = machine.dims[1]
+        caps = {name: cap for name, _m, cap in _cuts(machine, chips)}
+        worst = 0.0
+        for g in op.groups:
+            n = len(g)
+            by: dict = {}
+            for d in g:
+                by.setdefault(chips[d] // gpn, []).append(d)
+            m = len(by)
+            if m < 2:
+                continue
+            S = size_bytes(op)
+            for node, mem in by.items():
+                k = len(mem)
+                if op.kind == "all_gather":
+                    b = (n - k) / n * S          # the other members' blocks enter once
+                elif op.kind == "reduce_scatter":
+                    b = k / n * S                # the node's shards, reduced outside at best
+                elif op.kind == "all_reduce":
+                    b = (1 if machine.sharp else 2) * (m - 1) / m * S
+                else:
+                    b = k * op.recv_bytes * (n - k) / max(n - 1, 1)
+                cap = caps.get(f"nic_cut(node {node})", 0.0)
+                if cap > 0:
+                    worst = max(worst, b / cap)
+        if worst > 0:
+            terms["nic_cut"] = worst
+    return terms
+
+
+def schedule_lower_bound(schedule, machine, chips=None, detail: bool = False):
+    """The lower bound of a schedule: with ``meta`` naming its mesh, src, dst and itemsize (as
+    ``Plan.to_schedule`` writes), the redistribution's bound -- the largest of the injection,
+    cut and LP terms (:func:`redistribution_bound_terms`); otherwise the sum over ops of each
+    op's largest term (:func:`op_bound_terms`), kinds prefixed ``schedule:``.
+
+    Returns ``(seconds, kind)`` or, with ``detail=True``, ``(seconds, kind, terms)``."""
     meta = schedule.meta or {}
     chips = list(chips) if chips is not None else list(range(schedule.num_devices))
     if all(k in meta for k in ("mesh", "src", "dst")):
@@ -167,24 +360,25 @@ def schedule_lower_bound(schedule, machine, chips=None) -> tuple[float, str]:
         try:
             mesh = Mesh.parse(meta["mesh"]) if isinstance(meta["mesh"], str) else Mesh.of(meta["mesh"])
             src, dst = ArrayType.parse(meta["src"]), ArrayType.parse(meta["dst"])
-            need = need_bytes_per_device(mesh, src, dst, int(meta.get("itemsize", 4)))
-            if len(need) == len(chips):
-                return lower_bound_s(machine, need, chips), "redistribution"
+            if mesh.size == len(chips):
+                terms = redistribution_bound_terms(machine, mesh, src, dst, int(meta.get("itemsize", 4)), chips)
+                kind = max(terms, key=terms.get)
+                out = (terms[kind], kind if terms[kind] > 0 else "injection")
+                return out + (terms,) if detail else out
         except ValueError:
             pass
-    bw = in_bandwidth_per_device(machine, chips)
     total = 0.0
+    kinds: dict = {}
     for op in schedule.ops:
-        recv = np.zeros(len(chips))
-        if op.kind == "permute":
-            for _a, b in op.pairs:
-                recv[b] += op.recv_bytes
-        elif op.kind not in ("dyn_slice", "copy"):
-            for g in op.groups:
-                if len(g) > 1:
-                    recv[list(g)] = op.recv_bytes
-        total += _max_ratio(recv, bw)
-    return total, "schedule"
+        t = op_bound_terms(op, machine, chips)
+        if t:
+            k = max(t, key=t.get)
+            total += t[k]
+            kinds[k] = kinds.get(k, 0.0) + t[k]
+            kinds.setdefault("injection", 0.0)
+    kind = "schedule:" + (max(kinds, key=kinds.get) if kinds and total > 0 else "injection")
+    terms = {f"schedule:{k}": v for k, v in kinds.items()}
+    return (total, kind, terms) if detail else (total, kind)
 
 
 def describe(machine) -> str:

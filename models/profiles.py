@@ -83,6 +83,7 @@ _OPTIONAL = {
     "ll_hop_latency_s": (float, 0.0),     # ... and latency per algorithm step (hop) within a node
     "ll128_hop_latency_s": (float, 0.0),
     "simple_hop_latency_s": (float, 0.0),
+    "ll_max_bandwidth_Bps": (float, 0.0), # NCCL LL protocol: most bus bytes/s per GPU (0 = no cap)
 }
 #: NCCL protocols: name -> fraction of the link bandwidth the protocol's wire format leaves for
 #: data (LL: 4 B flag per 4 B data; LL128: 8 B flag per 128 B line; Simple: none).
@@ -144,6 +145,7 @@ class HardwareProfile:
     ll_hop_latency_s: float = 0.0
     ll128_hop_latency_s: float = 0.0
     simple_hop_latency_s: float = 0.0
+    ll_max_bandwidth_Bps: float = 0.0
     overrides: tuple[tuple[str, KindParams], ...] = ()
     algorithms: tuple[tuple[str, str], ...] = ()
     description: str = field(default="", compare=False, repr=False)

@@ -84,9 +84,13 @@ def nvswitch_graph(num_gpus: int, gpu_bandwidth: float, latency: float, switch: 
 
 
 def multinode_graph(nodes: int, gpus_per_node: int, nvlink_bandwidth: float, nvlink_latency: float,
-                    nic_bandwidth: float, nic_latency: float) -> nx.DiGraph:
+                    nic_bandwidth: float, nic_latency: float, nics_per_node: int = 0) -> nx.DiGraph:
     """``nodes`` NVSwitch nodes; GPU ``node*gpus_per_node + i``; one NIC per GPU into
-    one fabric switch ``"fabric"`` (full bisection). A single node has no fabric."""
+    one fabric switch ``"fabric"`` (full bisection). A single node has no fabric.
+
+    With ``0 < nics_per_node < gpus_per_node`` GPUs share NICs: GPU ``i`` reaches NIC node
+    ``nic{node}.{i * nics // gpus}`` over a ``pcie`` edge (of the NIC's bandwidth, no
+    latency), and the NIC node joins the fabric over the ``nic`` edges."""
     g = nx.DiGraph(kind="multinode", nodes=nodes, gpus_per_node=gpus_per_node)
     for n in range(nodes):
         for i in range(gpus_per_node):
@@ -100,7 +104,20 @@ def multinode_graph(nodes: int, gpus_per_node: int, nvlink_bandwidth: float, nvl
             g.add_edge(sw, d, bandwidth=float(nvlink_bandwidth), latency=float(nvlink_latency) / 2, kind="nvlink")
     if nodes > 1:
         g.add_node("fabric", chip=False)
+        nics = nics_per_node if 0 < nics_per_node < gpus_per_node else 0
         for d in range(nodes * gpus_per_node):
+            if nics:
+                n, i = divmod(d, gpus_per_node)
+                nic = f"nic{n}.{i * nics // gpus_per_node}"
+                if nic not in g:
+                    g.add_node(nic, chip=False)
+                    g.add_edge(nic, "fabric", bandwidth=float(nic_bandwidth), latency=float(nic_latency) / 2,
+                               kind="nic")
+                    g.add_edge("fabric", nic, bandwidth=float(nic_bandwidth), latency=float(nic_latency) / 2,
+                               kind="nic")
+                g.add_edge(d, nic, bandwidth=float(nic_bandwidth), latency=0.0, kind="pcie")
+                g.add_edge(nic, d, bandwidth=float(nic_bandwidth), latency=0.0, kind="pcie")
+                continue
             g.add_edge(d, "fabric", bandwidth=float(nic_bandwidth), latency=float(nic_latency) / 2, kind="nic")
             g.add_edge("fabric", d, bandwidth=float(nic_bandwidth), latency=float(nic_latency) / 2, kind="nic")
     return g
@@ -130,7 +147,7 @@ def machine_graph(machine) -> nx.DiGraph:
     if m.kind == "switched":
         nodes, g = m.dims
         return multinode_graph(nodes, g, m.link_bandwidth_Bps * m.links_per_chip, m.link_latency_s,
-                               m.nic_bandwidth_Bps, m.nic_latency_s)
+                               m.nic_bandwidth_Bps, m.nic_latency_s, m.nics_per_node)
     return cpu_host_graph(m.dims[0], m.link_bandwidth_Bps, m.bus_bandwidth_Bps, m.link_latency_s)
 
 

@@ -6,6 +6,7 @@
     python -m simulator profiles [--json]
     python -m simulator bench [--sizes 256,1024,4096] [--json]
     python -m simulator agreement [--json]
+    python -m simulator validate [--json] [--data FILE]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -70,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agreement", help="simulated vs analytic time on several profiles (uncontended cases)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
+
+    v = sub.add_parser("validate", help="simulated vs published collective measurements (MAPE per system)",
+                       description="Simulate every published measurement in simulator/data/published.yaml "
+                                   "(nccl-tests results, vendor figures, the JAX scaling book) and print "
+                                   "simulated vs measured, the lower bound, and MAPE per system and overall.")
+    v.add_argument("--data", default=None, help="a published-measurements YAML file (default: the built-in set)")
+    v.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 
 
@@ -88,7 +96,7 @@ def _run(args):
     machine = load_profile(args.hardware)
     if args.bandwidth_scale != 1.0 or args.latency_scale != 1.0:
         machine = machine.with_scale(args.bandwidth_scale, args.latency_scale)
-    kw = {"coarsen": not args.no_coarsen, "max_chunks": args.max_chunks}
+    kw = {"coarsen": not args.no_coarsen, "max_chunks": args.max_chunks, "engine": args.engine}
     if args.itemsize < 1:
         raise RedistributionError(f"run: --itemsize must be >= 1, got {args.itemsize}")
     if args.schedule:
@@ -183,6 +191,11 @@ def main(argv=None) -> int:
                 res = run_bench(sizes, coarsen=not args.no_coarsen,
                                 on_case=lambda c: print(bench_line(c), flush=True))
                 print(f"target: {res['target']}")
+        elif args.cmd == "validate":
+            from simulator.validate import DATA, print_validate, validate
+
+            res = validate(args.data or DATA)
+            print(json.dumps(res)) if args.json else print_validate(res)
         elif args.cmd == "agreement":
             from simulator.bench import print_agreement, run_agreement
 

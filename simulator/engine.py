@@ -1,31 +1,27 @@
-"""The SimPy replay of a schedule on a machine.
+"""The replay of a schedule on a machine.
 
-Model (see docs/simulator.md for the reasoning):
+Two engines share every op's algorithm choice (:func:`models.collectives.plan_op`):
 
-* **Ops run one after another.** Op ``k+1`` starts when every device has finished
-  op ``k`` (a reshard's collectives are data-dependent on every device). An op
-  costs its launch overhead ``alpha`` (per kind), then its transfers.
-* **Collectives expand into their algorithm's transfers** (:mod:`models.algorithms`):
-  rings are SimPy processes per member and direction (a member forwards step ``s``
-  once step ``s-1`` has reached it); all-to-all and permute flows all start at once.
-* **Links are FIFO queues of chunks** (ASTRA-sim congestion-aware style). A transfer
-  is cut into at most ``max_chunks`` chunks (each at least ``min_chunk_bytes``). A
-  chunk reaching a link waits until the link is free, holds it for
-  ``chunk/bandwidth``, and its head reaches the next link ``latency`` later
-  (virtual cut-through: the tail cannot leave a link before it has arrived from the
-  previous one). A flow injects its chunks at its first link's line rate; they
-  queue FIFO where links are busy, so flows sharing a link arrive at the same rate
-  and alternate chunk by chunk. Alone on a route
-  a transfer takes ``sum(latency) + bytes/min(bandwidth)`` -- the alpha-beta cost.
+* ``engine="flow"`` (default) -- the **flow-level model**: an op is its algorithm's phases of
+  concurrent flows (a ring is one flow per neighbour pair carrying all its steps' bytes, an
+  all-to-all one flow per pair); links are shared max-min fairly among the flows crossing them
+  and rates are recomputed only when a flow finishes (:mod:`models.flow`). An op costs
+  ``alpha + latency of its steps + max(flow replay of its phases, reduction arithmetic)``.
+  Contention between groups and between rings of one op is captured by the shared links.
+* ``engine="packet"`` -- the exact **per-transfer replay** (SimPy): every ring step and every
+  flow is cut into chunks that queue FIFO on each link (ASTRA-sim style, virtual cut-through).
+  It replays the algorithms it can express step by step (rings, bidirectional rings, direct);
+  an op whose algorithm is NVLS, a tree, a multi-ring over rails, a line or a multi-axis
+  collective is replayed by the flow model and marked ``engine: "flow"`` in ``res.ops``.
+  Both engines use the same link capacities (line rate x achieved fraction x protocol x ramp).
+
+Common to both:
+
+* **Ops run one after another.** Op ``k+1`` starts when every device has finished op ``k``.
 * **Local ops** (dyn_slice, copy) cost ``alpha + (bytes read + written) / HBM bandwidth``.
-* **Memory**: at op start each participating device allocates its output buffer;
-  at op end it frees its input. Every device runs every op of an SPMD program, so
-  a permute's output is allocated on all devices.
-* **Coarsening** (exact under the model): units of an op that share no link with
-  each other run independently; units with the same signature (same transfers,
-  same route shapes over links of equal bandwidth and latency) take the same time,
-  so one of each is simulated and its timing is reused for the others. Link bytes
-  are always counted for every transfer.
+* **Memory**: at op start each participating device allocates its output; at op end it frees
+  its input. Every device runs every op of an SPMD program, so a permute's output is
+  allocated on all devices.
 """
 
 from __future__ import annotations
@@ -37,7 +33,9 @@ import time as _time
 import numpy as np
 
 from models.algorithms import components, expand, order_component, signature
-from models.analytic import local_bytes, op_time_s, schedule_lower_bound
+from models.analytic import local_bytes, schedule_lower_bound
+from models.collectives import plan_op
+from models.flow import maxmin_replay
 from models.errors import SimulationError
 from models.placement import Placement
 from models.profiles import load_profile
@@ -188,7 +186,22 @@ def _as_schedule(schedule):
     raise SimulationError(f"simulate: expected a synth.Schedule (or its dict / JSON path), got {type(schedule).__name__}")
 
 
-def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = True,
+ENGINES = ("flow", "packet")
+
+
+def _packet_algorithm(plan) -> str | None:
+    """The step-by-step algorithm the packet engine replays for ``plan`` (None: it cannot)."""
+    a = plan.algorithm
+    if a == "direct":
+        return "direct"
+    if a == "ring":
+        return "ring"
+    if a.startswith("bidir_ring("):
+        return "bidir_ring"
+    return None
+
+
+def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flow", coarsen: bool = True,
              max_chunks: int = DEFAULT_MAX_CHUNKS, min_chunk_bytes: int = DEFAULT_MIN_CHUNK_BYTES,
              progress=None):
     """Replay ``schedule`` (a :class:`synth.Schedule`) on ``machine`` (a profile or a
@@ -196,13 +209,15 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
     only for an axis-mapping ``placement``; ``placement`` is ``None`` (row-major), a
     :class:`models.Placement`, its text form, or a list of chips.
 
+    ``engine``: ``"flow"`` (default, flow-level max-min model) or ``"packet"`` (per-transfer
+    SimPy replay; ``coarsen``, ``max_chunks`` and ``min_chunk_bytes`` apply to it).
     ``progress``: an optional callable ``progress(done_ops, total_ops)``.
     Returns a :class:`simulator.result.SimResult`."""
-    import simpy
-
     from simulator.result import SimResult
 
     wall0 = _time.perf_counter()
+    if engine not in ENGINES:
+        raise SimulationError(f"simulate: engine must be one of {list(ENGINES)}, got {engine!r}")
     schedule = _as_schedule(schedule)
     machine = load_profile(machine)
     if mesh is not None:
@@ -231,6 +246,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
     topo = machine.topology
     P = schedule.num_devices
     nlinks = len(topo.links)
+    device_of = {c: d for d, c in enumerate(chips)}
 
     link_bytes = np.zeros(nlinks)
     link_busy = np.zeros(nlinks)
@@ -240,59 +256,50 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
     t = 0.0
     events = 0
     for k, op in enumerate(schedule.ops):
-        alpha = machine.alpha_s(op.kind)
         part = _participants(op, P)
         start = t
-        # memory: outputs allocated at op start
         if len(part):
             cur[part] += op.out_bytes
         mem_t.append(start)
         mem_b.append(cur.copy())
         info = {"index": k, "kind": op.kind, "label": op.label, "start_s": start,
-                "algorithm": None, "units": 0, "components": 0, "simulated": 0}
-        classes = []
+                "algorithm": None, "protocol": None, "engine": None, "flows": 0,
+                "units": 0, "components": 0, "simulated": 0}
         if op.is_local:
-            dur = alpha + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
+            dur = machine.alpha_s(op.kind) + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
             analytic = dur
         else:
-            algo = machine.algorithm(op.kind)
-            info["algorithm"] = algo
-            kp = machine.kind_params(op.kind)
-            bw = topo.bandwidth if kp.bandwidth_Bps is None else np.full(nlinks, kp.bandwidth_Bps)
-            lat = topo.latency if kp.latency_s is None else np.full(nlinks, kp.latency_s)
-            units = expand(op, topo, chips, algo)
-            # bytes on every link, for every unit
-            ids, vals = [], []
-            for u in units:
-                for lk, b in u.link_bytes():
-                    ids.append(lk)
-                    vals.append(b)
-            if ids:
-                lb = np.bincount(np.asarray(ids, dtype=np.int64), weights=np.asarray(vals, float),
-                                 minlength=nlinks)
-                link_bytes += lb
-                link_busy += lb / bw
-            comps = [order_component(c, topo.link_key) for c in components(units)]
-            if coarsen and len(comps) > 1:
-                bwl, latl = bw.tolist(), lat.tolist()
-                by_sig: dict = {}
-                for c in comps:
-                    by_sig.setdefault(signature(c, bwl, latl), []).append(c)
-                classes = list(by_sig.values())
+            plan = plan_op(op, machine, chips)
+            analytic = plan.analytic_s()
+            info.update(algorithm=plan.label, protocol=plan.protocol, flows=plan.num_flows(),
+                        size_bytes=plan.size_bytes)
+            cap = plan.capacity
+            for ph in plan.phases:
+                for r, b, w in zip(ph.routes, ph.nbytes, ph.weights):
+                    for lk in r:
+                        link_bytes[lk] += b * w
+                        link_busy[lk] += b * w / cap[lk]
+            pk = _packet_algorithm(plan) if engine == "packet" else None
+            if pk is not None:
+                xfer, ev, classes, rows, nunits, ncomp = _packet_op(op, machine, topo, chips, pk, cap, coarsen,
+                                                                    max_chunks, min_chunk_bytes)
+                events += ev
+                info.update(engine="packet", units=nunits, components=ncomp, simulated=len(classes))
+                trace_ops.append(("packet", k, start + plan.alpha_s, classes, rows))
+                lat = 0.0  # the packet replay pays every hop's latency itself
             else:
-                classes = [[c] for c in comps]
-            env = simpy.Environment()
-            sim = _OpSim(env, bw.tolist(), lat.tolist(), max_chunks, min_chunk_bytes)
-            for ci, members in enumerate(classes):
-                for ui, u in enumerate(members[0]):
-                    sim.start_unit(ci, ui, u)
-            env.run()
-            events += sim.events
-            end = max((r[6] for r in sim.rows), default=0.0)
-            dur = alpha + end
-            analytic = float(op_time_s(op, machine, chips, units=units))
-            info.update(units=len(units), components=len(comps), simulated=len(classes))
-            trace_ops.append((k, start + alpha, classes, sim.rows))
+                xfer, rows = 0.0, []
+                for pi, ph in enumerate(plan.phases):
+                    tp, ev, fin = maxmin_replay(ph.routes, ph.nbytes, ph.weights, cap)
+                    events += ev + len(ph.routes)
+                    for fi, (r, b, w) in enumerate(zip(ph.routes, ph.nbytes, ph.weights)):
+                        rows.append((pi, fi, r, b * w, xfer, xfer + float(fin[fi])))
+                    xfer += tp
+                info.update(engine="flow", units=plan.num_flows(), components=len(plan.phases),
+                            simulated=len(plan.phases))
+                lat = sum(ph.latency_s for ph in plan.phases)
+                trace_ops.append(("flow", k, start + plan.alpha_s, lat, rows))
+            dur = plan.alpha_s + lat + max(xfer, plan.reduce_s)
         t = start + dur
         if len(part):
             cur[part] -= op.in_bytes
@@ -307,7 +314,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
 
     mem_b = np.stack(mem_b)
     peak = mem_b.max(axis=0)
-    lb, lb_kind = schedule_lower_bound(schedule, machine, chips)
+    lb, lb_kind, lb_terms = schedule_lower_bound(schedule, machine, chips, detail=True)
     warnings = []
     if peak.max() > machine.hbm_capacity_bytes:
         warnings.append(
@@ -318,8 +325,35 @@ def simulate(schedule, machine, mesh=None, placement=None, *, coarsen: bool = Tr
         lower_bound_kind=lb_kind, analytic_s=float(sum(o["analytic_s"] for o in ops_out)),
         peak_bytes=peak, link_bytes_array=link_bytes, link_busy_array=link_busy, ops=ops_out,
         memory_times_s=np.array(mem_t), memory_bytes=mem_b, warnings=warnings, events=events,
-        wall_s=_time.perf_counter() - wall0, _trace=trace_ops,
+        wall_s=_time.perf_counter() - wall0, _trace=trace_ops, engine=engine, lower_bound_terms=lb_terms,
+        _device_of=device_of,
     )
+
+
+def _packet_op(op, machine, topo, chips, algo, cap, coarsen, max_chunks, min_chunk_bytes):
+    """Per-transfer SimPy replay of one ring / bidirectional-ring / direct op."""
+    import simpy
+
+    kp = machine.kind_params(op.kind)
+    lat = topo.latency if kp.latency_s is None else np.full(len(topo.links), kp.latency_s)
+    units = expand(op, topo, chips, algo)
+    comps = [order_component(c, topo.link_key) for c in components(units)]
+    if coarsen and len(comps) > 1:
+        bwl, latl = list(cap), lat.tolist()
+        by_sig: dict = {}
+        for c in comps:
+            by_sig.setdefault(signature(c, bwl, latl), []).append(c)
+        classes = list(by_sig.values())
+    else:
+        classes = [[c] for c in comps]
+    env = simpy.Environment()
+    sim = _OpSim(env, [float(x) for x in cap], lat.tolist(), max_chunks, min_chunk_bytes)
+    for ci, members in enumerate(classes):
+        for ui, u in enumerate(members[0]):
+            sim.start_unit(ci, ui, u)
+    env.run()
+    end = max((r[6] for r in sim.rows), default=0.0)
+    return end, sim.events, classes, sim.rows, len(units), len(comps)
 
 
 def simulate_plan(plan, machine, placement=None, **kw):

@@ -12,14 +12,17 @@ import numpy as np
 class SimResult:
     """What :func:`simulator.simulate` returns. Units: seconds and bytes.
 
-    * ``time_s`` -- end of the last op; ``lower_bound_s`` (and ``lower_bound_kind``,
-      ``"redistribution"`` or ``"schedule"``); ``analytic_s`` -- the topology-aware
-      alpha-beta estimate of the same schedule;
+    * ``time_s`` -- end of the last op; ``lower_bound_s``, ``lower_bound_kind`` (which term
+      binds: ``injection``, ``nic_cut``, ``node_cut``, ``bisection_<dim>``, ``lp``, or with a
+      ``schedule:`` prefix when only the schedule is known) and ``lower_bound_terms`` (every
+      term, seconds); ``analytic_s`` -- the analytic estimate of the same schedule;
+    * ``engine`` -- ``"flow"`` (flow-level max-min model) or ``"packet"`` (per-transfer);
     * ``peak_bytes`` -- per-device peak (array), ``peak_bytes_max_device``;
     * ``link_bytes`` -- ``{(u, v): bytes}`` for every link that carried data;
       ``link_bytes_max``; ``link_util`` -- busy time / total time;
-    * ``ops`` -- one dict per op: index, kind, label, algorithm, start_s, end_s,
-      duration_s, analytic_s, units/components/simulated (coarsening counts);
+    * ``ops`` -- one dict per op: index, kind, label, algorithm (e.g. ``ring x8 rails/Simple``,
+      ``nvls/Simple``, ``multi_axis(X,Y)``, ``direct``; ``None`` for local ops), protocol, engine,
+      flows, start_s, end_s, duration_s, analytic_s, units/components/simulated;
     * ``memory_times_s`` / ``memory_bytes`` -- bytes held by each device after each
       allocation/free (``memory_bytes[i, d]`` from ``memory_times_s[i]`` on);
     * :meth:`trace_rows` / :meth:`trace_df` -- one row per transfer.
@@ -42,6 +45,9 @@ class SimResult:
     events: int = 0
     wall_s: float = 0.0
     _trace: list = field(default_factory=list, repr=False)
+    engine: str = "flow"
+    lower_bound_terms: dict = field(default_factory=dict)
+    _device_of: dict = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         return (f"SimResult(machine={self.machine.spec!r}, time_s={self.time_s:.6g}, "
@@ -80,11 +86,30 @@ class SimResult:
 
     # -- tables ------------------------------------------------------------------------
     def trace_rows(self):
-        """Yield one dict per transfer: op, kind, unit, step, direction, src, dst
-        (mesh devices), src_chip, dst_chip, bytes, hops, start_s, end_s. Transfers of
-        coarsened (identical, link-disjoint) units reuse their representative's times."""
+        """Yield one dict per transfer: op, kind, unit, step, direction, src, dst (mesh devices;
+        -1 for a switch end of an in-network reduction), src_chip, dst_chip, bytes, hops,
+        start_s, end_s. Packet engine: one row per ring step / flow (coarsened units reuse their
+        representative's times). Flow engine: one row per flow (``step`` = phase; a flow carries
+        all the steps of its ring between two neighbours, ``bytes`` summed over merged rings)."""
         chips = self.placement.chips
-        for k, t0, classes, rows in self._trace:
+        topo = self.machine.topology
+        dev = self._device_of or {c: d for d, c in enumerate(chips)}
+        for entry in self._trace:
+            if entry[0] == "flow":
+                _tag, k, t0, lat, rows = entry
+                kind = self.ops[k]["kind"]
+                for pi, fi, route, b, s, e in rows:
+                    a = topo.links[route[0]][0]
+                    z = topo.links[route[-1]][1]
+                    sd, dd = dev.get(a, -1), dev.get(z, -1)
+                    yield {"op": k, "kind": kind, "unit": f"{pi}.{fi}", "step": pi, "direction": 0,
+                           "src": int(sd if sd >= 0 else dd), "dst": int(dd),
+                           "src_chip": int(a) if isinstance(a, (int, np.integer)) else -1,
+                           "dst_chip": int(z) if isinstance(z, (int, np.integer)) else -1,
+                           "bytes": float(b), "hops": len(route), "start_s": t0 + s, "end_s": t0 + e + lat,
+                           "links": tuple(route)}
+                continue
+            _tag, k, t0, classes, rows = entry
             kind = self.ops[k]["kind"]
             by_cls: dict = {}
             for r in rows:
@@ -104,14 +129,15 @@ class SimResult:
                         yield {"op": k, "kind": kind, "unit": f"{members_cls_idx}.{gi}.{ui}", "step": step,
                                "direction": direction, "src": int(src), "dst": int(dst),
                                "src_chip": int(chips[src]), "dst_chip": int(chips[dst]),
-                               "bytes": float(b), "hops": len(route), "start_s": t0 + s, "end_s": t0 + e}
+                               "bytes": float(b), "hops": len(route), "start_s": t0 + s, "end_s": t0 + e,
+                               "links": tuple(route)}
 
     def trace_df(self):
         import pandas as pd
 
         cols = ["op", "kind", "unit", "step", "direction", "src", "dst", "src_chip", "dst_chip", "bytes",
                 "hops", "start_s", "end_s"]
-        df = pd.DataFrame(list(self.trace_rows()), columns=cols)
+        df = pd.DataFrame([{c: r[c] for c in cols} for r in self.trace_rows()], columns=cols)
         return df.sort_values(["op", "start_s", "src", "dst"], kind="stable").reset_index(drop=True)
 
     def ops_df(self):
@@ -156,6 +182,8 @@ class SimResult:
             "time_s": self.time_s,
             "lower_bound_s": self.lower_bound_s,
             "lower_bound_kind": self.lower_bound_kind,
+            "lower_bound_terms": {k: float(v) for k, v in self.lower_bound_terms.items()},
+            "engine": self.engine,
             "ratio_to_bound": self.ratio_to_bound,
             "analytic_s": self.analytic_s,
             "peak_bytes_max_device": self.peak_bytes_max_device,
@@ -175,7 +203,7 @@ class SimResult:
             d["link_bytes"] = [{"link": topo.link_name(int(i)), "bytes": float(lb[i]),
                                 "util": float(self.link_busy_array[i] / self.time_s) if self.time_s > 0 else 0.0}
                                for i in np.nonzero(used)[0]]
-            d["trace"] = list(self.trace_rows())
+            d["trace"] = [{k: v for k, v in r.items() if k != "links"} for r in self.trace_rows()]
         return d
 
     def summary(self) -> str:

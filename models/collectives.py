@@ -1,0 +1,556 @@
+"""Collective algorithms as NCCL and XLA on TPU run them, expressed as phases of fluid flows.
+
+:func:`plan_op` turns one schedule op into a :class:`CollPlan`: the algorithm (and, on NVIDIA
+machines, the NCCL protocol) it runs, a fixed latency, and *phases*; each phase is a set of
+concurrent flows over the machine's links plus the latency of its algorithm steps. The analytic
+model (:func:`models.analytic.op_time_s`) costs a plan as ``alpha + sum(phase latency) +
+max(sum(busiest-link time of each phase), reduction time)``; the simulator replays the same flows
+with max-min fair sharing (:mod:`models.flow`), which also captures contention between groups.
+
+Algorithms (``algorithm`` names the one chosen; docs/simulator.md has the derivations):
+
+* **NVIDIA (switched) machines** -- chosen per op and size by a tuner that, like NCCL's, costs
+  every algorithm x protocol and keeps the fastest:
+
+  - ``ring``: one ring per group inside a node; across nodes NCCL's *multi-ring*: ``R`` rings
+    (``R`` = min(members per node, NICs per node, ``max_net_rings``)), each entering and leaving
+    every node through a different GPU and hence a different NIC (rail), each carrying ``1/R``
+    of the data. All-gather / reduce-scatter: ``n-1`` steps of ``S/n``; all-reduce ``2(n-1)``.
+  - ``tree`` (all-reduce): a chain through each node plus NCCL's two binary trees over the
+    nodes (each with half the data, spread over the node's rails); ``2(k-1) + 2 log2(m)`` steps.
+  - ``nvls`` (all-reduce inside one NVSwitch domain, profiles with ``nvls_efficiency``): NVLink
+    SHARP -- every GPU sends its buffer to the switch, which reduces and multicasts it back.
+  - ``nvls_tree`` (all-reduce across nodes): NVLS inside each node plus the inter-node trees.
+  - ``sharp`` (all-reduce, profiles with ``sharp: 1``): InfiniBand SHARP -- reduce-scatter in
+    the node, in-fabric all-reduce of each GPU's shard through its NIC, all-gather in the node.
+  - protocols ``LL`` / ``LL128`` / ``Simple``: their own fixed and per-step latency (profile) and
+    the share of the wire left for data (50%, 120/128, 100%). NVLS/SHARP run ``Simple``.
+  - bandwidth: line rate x ``link_efficiency`` (NVLink) or ``nic_efficiency`` (NIC) x protocol
+    share x the ramp ``S/(S+h)`` (``h = ramp_half_bytes * (n/8)**ramp_ranks_exponent``).
+
+* **TPU tori** -- a group along one torus dimension runs a ``bidir_ring`` when the dimension
+  closes (wraparound, whole axis) and a ``line`` otherwise (every block travels both ways along
+  the open line); a group spanning several dimensions (a full sub-grid) runs ``multi_axis``:
+  ``D`` concurrent sub-collectives, each on ``1/D`` of the data and each walking the dimensions
+  in a rotated order, so all dimensions carry traffic at once. Irregular groups fall back to a
+  unidirectional ``ring`` in group order.
+* **all-to-all** and **permute**: ``direct`` -- one flow per pair, routed by dimension-ordered
+  routing on tori and through the switches elsewhere.
+* Reductions (reduce-scatter, all-reduce) also cost ``(n-1)/n * S / reduce_bandwidth`` of
+  arithmetic, overlapped with the transfers, except where the switch reduces (NVLS, SHARP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.flow import bottleneck_time_s
+
+RING_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+
+
+@dataclass
+class Phase:
+    routes: list = field(default_factory=list)     # tuple of link ids per flow
+    nbytes: list = field(default_factory=list)     # bytes per flow (per unit of weight)
+    weights: list = field(default_factory=list)    # identical sub-flows merged into one
+    latency_s: float = 0.0                         # latency of the algorithm steps in this phase
+
+    def add(self, route, nbytes, weight=1.0):
+        if nbytes > 0 and len(route):
+            self.routes.append(tuple(route))
+            self.nbytes.append(float(nbytes))
+            self.weights.append(float(weight))
+
+
+@dataclass
+class CollPlan:
+    algorithm: str
+    protocol: str | None
+    alpha_s: float
+    phases: list
+    capacity: np.ndarray          # bytes/s per link for this op (line rate x efficiency x ...)
+    reduce_s: float = 0.0
+    size_bytes: float = 0.0       # nccl-tests "size" of one group
+
+    @property
+    def label(self) -> str:
+        return self.algorithm if not self.protocol else f"{self.algorithm}/{self.protocol}"
+
+    def latency_s(self) -> float:
+        return self.alpha_s + sum(p.latency_s for p in self.phases)
+
+    def analytic_s(self) -> float:
+        xfer = sum(bottleneck_time_s(p.routes, p.nbytes, p.weights, self.capacity) for p in self.phases)
+        return self.latency_s() + max(xfer, self.reduce_s)
+
+    def num_flows(self) -> int:
+        return sum(len(p.routes) for p in self.phases)
+
+
+def size_bytes(op) -> float:
+    """nccl-tests' "size" of one group: the all-gather output, the reduce-scatter input, the
+    all-reduce buffer, the per-rank all-to-all buffer."""
+    if op.kind == "all_gather":
+        return float(op.out_bytes)
+    return float(op.in_bytes)
+
+
+def bus_factor(kind: str, n: int) -> float:
+    """nccl-tests busbw = algbw * factor."""
+    if n < 2:
+        return 0.0
+    return 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
+
+
+# -- link capacities -----------------------------------------------------------------------------
+def _kind_params(machine, topo, kind):
+    kp = machine.kind_params(kind)
+    bw = topo.bandwidth if kp.bandwidth_Bps is None else np.full(len(topo.links), kp.bandwidth_Bps)
+    lat = topo.latency if kp.latency_s is None else np.full(len(topo.links), kp.latency_s)
+    return bw, lat, kp.bandwidth_Bps is not None
+
+
+def _link_kinds(topo):
+    k = getattr(topo, "_link_kinds", None)
+    if k is None:
+        k = np.array([lk[0] for lk in topo.link_key])
+        topo._link_kinds = k
+    return k
+
+
+def capacity(machine, topo, kind, proto_frac=1.0, ramp=1.0, nvls=False) -> np.ndarray:
+    """Bytes/s each link delivers to this op: line rate x achieved fraction of its class
+    (``link_efficiency`` for NVLink/ICI, ``nic_efficiency`` for NICs; ``nvls_efficiency`` for
+    NVLink under NVLS) x protocol share x ramp. A per-kind ``bandwidth_Bps`` override (a fitted
+    calibration) replaces the line rate and is taken as achieved."""
+    bw, _lat, overridden = _kind_params(machine, topo, kind)
+    if overridden:
+        return bw * proto_frac * ramp
+    kinds = _link_kinds(topo)
+    eff = np.ones(len(bw))
+    link_eff = machine.nvls_efficiency / 1.0 if nvls else machine.link_efficiency
+    eff[(kinds == "nvlink") | (kinds == "ici")] = link_eff
+    eff[kinds == "nic"] = machine.nic_efficiency
+    return bw * eff * proto_frac * ramp
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _route(topo, a, b):
+    return topo.route(a, b)
+
+
+def _route_latency(lat, route) -> float:
+    return float(sum(lat[lk] for lk in route))
+
+
+def _protocols(machine, algo, kind):
+    """(name, bandwidth share, fixed latency, step latency, ramps?) per protocol to try.
+
+    LL is NCCL's small-message protocol: its share is also capped at ``ll_max_bandwidth_Bps``
+    per GPU and it does not ramp (its cost is latency); LL128 and Simple pipeline large chunks
+    and follow the profile's bandwidth ramp."""
+    if not machine.has_protocols:
+        return [(None, 1.0, machine.alpha_s(kind), None, True)]
+    from models.profiles import PROTOCOLS
+
+    names = ["Simple"] if algo in ("nvls", "nvls_tree", "sharp") else ["LL", "LL128", "Simple"]
+    out = []
+    gpu_bw = machine.link_bandwidth_Bps * machine.links_per_chip * machine.link_efficiency
+    for p in names:
+        base, hop = machine.protocol_latency_s(p)
+        frac = PROTOCOLS[p]
+        if p == "LL" and machine.ll_max_bandwidth_Bps > 0:
+            frac = min(frac, machine.ll_max_bandwidth_Bps / gpu_bw)
+        out.append((p, frac, base, hop, p != "LL"))
+    return out
+
+
+# -- switched (NVIDIA) machines ----------------------------------------------------------------------
+def _nodes_of(machine, chips, group):
+    g = machine.dims[1]
+    by: dict = {}
+    for d in group:
+        by.setdefault(chips[d] // g, []).append(d)
+    return by
+
+
+def _ring_flows(phase, topo, chips, order, nbytes_pair, weight=1.0):
+    n = len(order)
+    for i in range(n):
+        a, b = chips[order[i]], chips[order[(i + 1) % n]]
+        phase.add(_route(topo, a, b), nbytes_pair, weight)
+
+
+def _switched_ring(op, machine, topo, chips, group, by_node, S, proto):
+    """Multi-ring over the nodes of one group (a single ring inside one node)."""
+    n = len(group)
+    kind = op.kind
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    nodes = list(by_node.values())
+    k = min(len(v) for v in nodes)
+    multi = len(nodes) > 1
+    ph = Phase()
+    if not multi:
+        _ring_flows(ph, topo, chips, list(group), steps * S / n)
+        return ph, steps, 1, False
+    R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
+    merged: dict = {}
+    for r in range(R):
+        off = (r * k) // R
+        order = [m for v in nodes for m in (v[off:] + v[:off])]
+        for i in range(n):
+            a, b = chips[order[i]], chips[order[(i + 1) % n]]
+            key = (a, b)
+            merged[key] = merged.get(key, 0.0) + steps * S / (n * R)
+    for (a, b), nb in merged.items():
+        ph.add(_route(topo, a, b), nb)
+    return ph, steps, R, True
+
+
+def _tree_flows(ph, topo, chips, nodes, per_tree_bytes, R):
+    """NCCL's two binary trees over the nodes (mirrored), each edge spread over ``R`` rails, up
+    (reduce) and down (broadcast)."""
+    m = len(nodes)
+    for t in range(2):
+        for c in range(1, m):
+            p = (c - 1) // 2
+            cc, pp = (c, p) if t == 0 else (m - 1 - c, m - 1 - p)
+            for r in range(R):   # rail r: a GPU on a different NIC of each node
+                a = chips[nodes[cc][(r * len(nodes[cc])) // R]]
+                b = chips[nodes[pp][(r * len(nodes[pp])) // R]]
+                ph.add(_route(topo, a, b), per_tree_bytes / R)
+                ph.add(_route(topo, b, a), per_tree_bytes / R)
+
+
+def _switch_link(topo, chip, up: bool):
+    """The GPU <-> NVSwitch link of ``chip`` (up: to the switch)."""
+    g = topo.graph
+    for u, v, d in (g.out_edges(chip, data=True) if up else g.in_edges(chip, data=True)):
+        if d.get("kind") == "nvlink":
+            return topo.link_id[(u, v)]
+    return None
+
+
+def _plan_switched(op, machine, topo, chips, forced):
+    """Candidates for every group (all groups of an op are the same shape) -> best plan."""
+    group0 = op.groups[0]
+    n = len(group0)
+    S = size_bytes(op)
+    by0 = _nodes_of(machine, chips, group0)
+    m = len(by0)
+    k = min(len(v) for v in by0.values())
+    uniform = len({len(v) for v in by0.values()}) == 1
+    kind = op.kind
+    cands = ["ring"]
+    if kind == "all_reduce":
+        cands.append("tree")
+        if machine.nvls_efficiency > 0 and n >= 2:
+            cands.append("nvls" if m == 1 else "nvls_tree")
+        if machine.sharp and m > 1:
+            cands.append("sharp")
+    if forced and forced != "auto":
+        cands = [c for c in cands if c == forced] or ["ring"]
+    if not uniform:
+        cands = ["ring"]
+    bw_line, lat, _ = _kind_params(machine, topo, kind)
+    nic_lat = machine.nic_latency_s if m > 1 else 0.0
+    depth = math.ceil(math.log2(m)) if m > 1 else 0
+    best = None
+    for algo in cands:
+        # ranks a chunk is pipelined through: the ring, or a node's chain/NVLS plus the tree
+        pipe = n if algo == "ring" else k + 2 * depth
+        rho = 1.0
+        if algo == "ring" and m > 1:
+            # a NIC-bound multi-ring fills its pipeline at the NICs' pace: the half-bandwidth
+            # size shrinks with the ratio of its network rate to the NVLink rate per GPU
+            R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
+            net = R * machine.nic_bandwidth_Bps * machine.nic_efficiency / k
+            node = machine.link_bandwidth_Bps * machine.links_per_chip * machine.link_efficiency
+            rho = min(1.0, net / node) if node > 0 else 1.0
+        for proto, frac, base, hop, ramps in _protocols(machine, algo, kind):
+            ramp = machine.ramp(S / rho, pipe) if ramps else 1.0
+            phases = []
+            reduce_s = 0.0
+            if kind in ("reduce_scatter", "all_reduce") and algo not in ("nvls", "nvls_tree", "sharp"):
+                reduce_s = (n - 1) / n * S / machine.reduce_Bps
+            name = algo
+            if algo == "ring":
+                ph = Phase()
+                steps = 0
+                for g in op.groups:
+                    by = _nodes_of(machine, chips, g)
+                    p1, steps, R, multi = _switched_ring(op, machine, topo, chips, g, by, S, proto)
+                    ph.routes += p1.routes
+                    ph.nbytes += p1.nbytes
+                    ph.weights += p1.weights
+                if m > 1:
+                    name = f"ring x{R} rails"
+                if hop is None:
+                    ph.latency_s = steps * _step_latency(topo, lat, chips, group0)
+                else:
+                    ph.latency_s = steps * (hop + nic_lat)
+                phases.append(ph)
+            elif algo == "tree":
+                ph = Phase()
+                R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
+                for g in op.groups:
+                    nodes = list(_nodes_of(machine, chips, g).values())
+                    for v in nodes:  # chain through the node: reduce up, broadcast down
+                        for i in range(len(v) - 1):
+                            ph.add(_route(topo, chips[v[i]], chips[v[i + 1]]), S)
+                            ph.add(_route(topo, chips[v[i + 1]], chips[v[i]]), S)
+                    if len(nodes) > 1:
+                        _tree_flows(ph, topo, chips, nodes, S / 2, R)
+                depth = math.ceil(math.log2(m)) if m > 1 else 0
+                steps = 2 * (k - 1) + 2 * depth
+                hl = hop if hop is not None else machine.link_latency_s
+                ph.latency_s = 2 * (k - 1) * hl + 2 * depth * (hl + nic_lat)
+                phases.append(ph)
+            elif algo in ("nvls", "nvls_tree"):
+                ph = Phase()
+                R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
+                for g in op.groups:
+                    nodes = list(_nodes_of(machine, chips, g).values())
+                    for d in g:
+                        up, down = _switch_link(topo, chips[d], True), _switch_link(topo, chips[d], False)
+                        if up is not None:
+                            ph.add((up,), S)
+                            ph.add((down,), S)
+                    if len(nodes) > 1:
+                        _tree_flows(ph, topo, chips, nodes, S / 2, R)
+                depth = math.ceil(math.log2(m)) if m > 1 else 0
+                hl = hop if hop is not None else machine.link_latency_s
+                ph.latency_s = 2 * hl + 2 * depth * (hl + nic_lat)
+                phases.append(ph)
+            elif algo == "sharp":
+                ph = Phase()
+                for g in op.groups:
+                    for v in _nodes_of(machine, chips, g).values():
+                        _ring_flows(ph, topo, chips, v, 2 * (len(v) - 1) * S / len(v))
+                        for d in v:  # each GPU's shard through its NIC into the fabric and back
+                            r = _route(topo, chips[d], chips[(v[0] + k) % machine.num_devices])
+                            ph.add(r, S / len(v))
+                steps = 2 * (k - 1) + 2
+                hl = hop if hop is not None else machine.link_latency_s
+                ph.latency_s = steps * hl + 2 * nic_lat
+                phases.append(ph)
+            cap = capacity(machine, topo, kind, frac, ramp, nvls=algo in ("nvls", "nvls_tree"))
+            plan = CollPlan(name, proto, base, phases, cap, reduce_s, S)
+            t = plan.analytic_s()
+            if best is None or t < best[0]:
+                best = (t, plan)
+    return best[1]
+
+
+def _step_latency(topo, lat, chips, group):
+    n = len(group)
+    return max(_route_latency(lat, _route(topo, chips[group[i]], chips[group[(i + 1) % n]])) for i in range(n))
+
+
+# -- tori ------------------------------------------------------------------------------------------
+def _torus_shape(machine, chips, group):
+    """(varying dims, sizes, full) of a group of chips, or None if it is not a full sub-grid."""
+    dims = machine.dims
+    coords = np.array(np.unravel_index(np.asarray([chips[d] for d in group]), dims)).T
+    vary = [k for k in range(len(dims)) if len(np.unique(coords[:, k])) > 1]
+    sizes = [len(np.unique(coords[:, k])) for k in vary]
+    if math.prod(sizes) != len(group):
+        return None
+    for k, s in zip(vary, sizes):
+        vals = np.unique(coords[:, k])
+        if vals[-1] - vals[0] + 1 != s:   # not contiguous
+            return None
+    return vary, coords
+
+
+def _line_flows(ph, topo, chips_line, block, kind, wrap_full, mult=1):
+    """Flows of one collective along one torus line (chips in coordinate order).
+
+    ``wrap_full``: the line is a whole closed ring -> bidirectional ring; otherwise the open
+    line: every block crosses each link towards every member beyond it."""
+    n = len(chips_line)
+    if n < 2:
+        return 0
+    if wrap_full and n > 2:
+        if kind == "all_gather":
+            fwd, bwd = (n - 1 + 1) // 2, (n - 1) // 2
+            for i in range(n):
+                ph.add(_route(topo, chips_line[i], chips_line[(i + 1) % n]), fwd * block * mult)
+                if bwd:
+                    ph.add(_route(topo, chips_line[i], chips_line[(i - 1) % n]), bwd * block * mult)
+            return fwd
+        # reduce-scatter of an input of n*block: n-1 steps of block/2 each way
+        for i in range(n):
+            ph.add(_route(topo, chips_line[i], chips_line[(i + 1) % n]), (n - 1) * block / 2 * mult)
+            ph.add(_route(topo, chips_line[i], chips_line[(i - 1) % n]), (n - 1) * block / 2 * mult)
+        return n - 1
+    for i in range(n - 1):
+        a, b = chips_line[i], chips_line[i + 1]
+        if kind == "all_gather":
+            ph.add(_route(topo, a, b), (i + 1) * block * mult)
+            ph.add(_route(topo, b, a), (n - 1 - i) * block * mult)
+        else:  # reduce-scatter: partial sums flow towards their owners
+            ph.add(_route(topo, a, b), (n - 1 - i) * block * mult)
+            ph.add(_route(topo, b, a), (i + 1) * block * mult)
+    return n - 1
+
+
+def _plan_torus(op, machine, topo, chips, forced):
+    kind = op.kind
+    S = size_bytes(op)
+    bw, lat, _ = _kind_params(machine, topo, kind)
+    hop = float(np.median(lat)) if len(lat) else 0.0
+    group0 = op.groups[0]
+    n = len(group0)
+    shape = _torus_shape(machine, chips, group0) if forced in (None, "auto", "bidir_ring") else None
+    reduce_s = (n - 1) / n * S / machine.reduce_Bps if kind in ("reduce_scatter", "all_reduce") else 0.0
+    cap = capacity(machine, topo, kind, 1.0, machine.ramp(S, n))
+    if shape is None or not shape[0]:
+        ph = Phase()
+        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+        for g in op.groups:
+            _ring_flows(ph, topo, chips, list(g), steps * S / n)
+        ph.latency_s = steps * _step_latency(topo, lat, chips, group0)
+        return CollPlan("ring", None, machine.alpha_s(kind), [ph], cap, reduce_s, S)
+    vary, _ = shape
+    dims = machine.dims
+    names = [machine.dim_names[k] for k in vary]
+
+    def lines_along(g, k):
+        """The lines of group ``g`` along physical dim ``k`` (chips in coordinate order)."""
+        cs = np.array([chips[d] for d in g])
+        co = np.array(np.unravel_index(cs, dims)).T
+        other = [j for j in range(len(dims)) if j != k]
+        keyv = co[:, other]
+        out: dict = {}
+        for row, c, cc in zip(map(tuple, keyv), cs, co[:, k]):
+            out.setdefault(row, []).append((cc, c))
+        return [[c for _cc, c in sorted(v)] for v in out.values()]
+
+    D = len(vary)
+    sizes = {k: None for k in vary}
+    gl = {}
+    for g in op.groups:
+        for k in vary:
+            gl.setdefault(k, []).extend(lines_along(g, k))
+    for k in vary:
+        sizes[k] = len(gl[k][0])
+    wrapfull = {k: machine.wraparound[k] and sizes[k] == dims[k] for k in vary}
+
+    def one_kind(sub_kind, in_per_sub):
+        """Phases of a D-way multi-axis all-gather or reduce-scatter (per sub: 1/D of data)."""
+        phases = []
+        for t in range(D):
+            ph = Phase()
+            steps_max = 0
+            for j in range(D):
+                k = vary[(j + t) % D] if sub_kind == "all_gather" else vary[(j - t) % D]
+                if sub_kind == "all_gather":
+                    done = math.prod(sizes[vary[(j + u) % D]] for u in range(t))
+                    block = in_per_sub * done
+                else:
+                    done = math.prod(sizes[vary[(j - u) % D]] for u in range(t))
+                    block = in_per_sub / (done * sizes[k])
+                for line in gl[k]:
+                    st = _line_flows(ph, topo, line, block, sub_kind, wrapfull[k])
+                    steps_max = max(steps_max, st)
+            ph.latency_s = steps_max * hop
+            phases.append(ph)
+        return phases
+
+    if kind == "all_gather":
+        phases = one_kind("all_gather", op.in_bytes / D)
+    elif kind == "reduce_scatter":
+        phases = one_kind("reduce_scatter", op.in_bytes / D)
+    else:
+        phases = one_kind("reduce_scatter", op.in_bytes / D) + one_kind("all_gather", op.in_bytes / (n * D))
+    if D == 1:
+        k = vary[0]
+        name = f"bidir_ring({names[0]})" if wrapfull[k] and sizes[k] > 2 else f"line({names[0]})"
+    else:
+        name = f"multi_axis({','.join(names)})"
+    return CollPlan(name, None, machine.alpha_s(kind), phases, cap, reduce_s, S)
+
+
+# -- direct ops and generic rings --------------------------------------------------------------------
+def _plan_direct(op, machine, topo, chips):
+    kind = op.kind
+    bw, lat, _ = _kind_params(machine, topo, kind)
+    ph = Phase()
+    lat_max = 0.0
+    if kind == "permute":
+        for a, b in op.pairs:
+            if a != b and op.send_bytes > 0:
+                r = _route(topo, chips[a], chips[b])
+                ph.add(r, op.send_bytes)
+                lat_max = max(lat_max, _route_latency(lat, r))
+        size = float(op.send_bytes)
+        n = 2
+    else:
+        for g in op.groups:
+            n = len(g)
+            if n < 2:
+                continue
+            per = op.send_bytes / (n - 1)
+            for i in range(n):
+                for j in range(1, n):
+                    r = _route(topo, chips[g[i]], chips[g[(i + j) % n]])
+                    ph.add(r, per)
+                    lat_max = max(lat_max, _route_latency(lat, r))
+        size = float(op.in_bytes)
+        n = len(op.groups[0]) if op.groups else 1
+    if machine.has_protocols and machine.kind == "switched":
+        alpha, hopl = machine.protocol_latency_s("Simple")
+        ph.latency_s = hopl + lat_max
+    else:
+        alpha = machine.alpha_s(kind)
+        ph.latency_s = lat_max
+    cap = capacity(machine, topo, kind, 1.0, machine.ramp(size, n))
+    return CollPlan("direct", None, alpha, [ph] if ph.routes else [], cap, 0.0, size)
+
+
+def _plan_cpu_ring(op, machine, topo, chips):
+    kind = op.kind
+    S = size_bytes(op)
+    bw, lat, _ = _kind_params(machine, topo, kind)
+    group0 = op.groups[0]
+    n = len(group0)
+    ph = Phase()
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    for g in op.groups:
+        _ring_flows(ph, topo, chips, list(g), steps * S / n)
+    ph.latency_s = steps * _step_latency(topo, lat, chips, group0)
+    reduce_s = 0.0
+    return CollPlan("ring", None, machine.alpha_s(kind), [ph], capacity(machine, topo, kind), reduce_s, S)
+
+
+def plan_op(op, machine, chips=None) -> CollPlan | None:
+    """The algorithm, latency and flows of one schedule op on ``machine`` with ``chips[d]``
+    the chip of mesh device ``d`` (``None`` for local ops and ops that move nothing)."""
+    if op.is_local:
+        return None
+    topo = machine.topology
+    chips = list(chips) if chips is not None else list(range(machine.num_devices))
+    if op.kind in ("all_to_all", "permute"):
+        return _plan_direct(op, machine, topo, chips)
+    groups = [g for g in op.groups if len(g) > 1]
+    if not groups or size_bytes(op) <= 0:
+        return CollPlan("none", None, machine.alpha_s(op.kind), [], topo.bandwidth, 0.0, 0.0)
+    if len(groups) != len(op.groups):
+        from dataclasses import replace
+
+        op = replace(op, groups=tuple(groups))
+    forced = machine.algorithm(op.kind)
+    if forced == "auto":
+        forced = None
+    if machine.kind == "switched":
+        return _plan_switched(op, machine, topo, chips, forced)
+    if machine.kind == "torus":
+        if forced == "ring":
+            return _plan_torus(op, machine, topo, chips, "ring")
+        return _plan_torus(op, machine, topo, chips, forced)
+    return _plan_cpu_ring(op, machine, topo, chips)

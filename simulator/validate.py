@@ -1,0 +1,217 @@
+"""``python -m simulator validate``: the machine model against published measurements.
+
+``simulator/data/published.yaml`` holds collective measurements that vendors and users published
+(nccl-tests tables in GitHub issues, NVIDIA engineers' figures, the JAX scaling book). Each row
+is simulated as one schedule op on its profile (all groups at once, as the benchmark ran them),
+and compared with the measured time (busbw/algbw converted with nccl-tests' conventions).
+
+* :func:`validate` -> ``{"rows": [...], "systems": {...}, "overall": {...}}``;
+* :func:`model_error_by_system` -> ``{system: {"mape", "n", "worst"}}`` (cached: cheap to call);
+* :func:`system_of_profile` -> the system class a profile name belongs to (for the app).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from synth.errors import RedistributionError
+
+DATA = Path(__file__).resolve().parent / "data" / "published.yaml"
+
+#: profile name -> system class; multi-node sizes of switched profiles get their own class.
+_SYSTEMS = {
+    "dgx-h100": "H100/H200 NVLink node",
+    "dgx-a100": "A100 NVLink node",
+    "h100-multinode": "H100 multi-node InfiniBand",
+    "gb200-nvl72": "GB200 NVL72 rack",
+    "tpu-v4": "TPU ICI", "tpu-v5e": "TPU ICI", "tpu-v5p": "TPU ICI", "tpu-v6e": "TPU ICI",
+}
+_MULTI = {
+    "dgx-h100": "H100 multi-node InfiniBand",
+    "dgx-a100": "A100 multi-node InfiniBand",
+    "gb200-nvl72": "GB200 multi-rack InfiniBand",
+}
+
+
+def system_of_profile(spec) -> str | None:
+    """The validation system class of a hardware spec or profile (``None`` if the published set
+    has no measurement for that kind of machine, e.g. CPU hosts)."""
+    from models import load_profile
+
+    try:
+        m = load_profile(spec)
+    except RedistributionError:
+        return None
+    base = m.name
+    if base not in _SYSTEMS:
+        # calibrated / derived profiles: follow `extends` lineage by name prefix
+        base = next((k for k in _SYSTEMS if m.name.startswith(k)), None)
+        if base is None:
+            return None
+    if m.kind == "switched" and m.dims[0] > 1 and base in _MULTI:
+        return _MULTI[base]
+    return _SYSTEMS[base]
+
+
+def load_rows(path=DATA) -> list[dict]:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise RedistributionError(f"validate: cannot read {path}: {e}") from None
+    rows = raw.get("rows") if isinstance(raw, dict) else None
+    if not isinstance(rows, list):
+        raise RedistributionError(f"validate: {path} has no 'rows' list")
+    for r in rows:
+        for k in ("id", "source", "system", "profile", "collective", "devices", "size_bytes"):
+            if k not in r:
+                raise RedistributionError(f"validate: row {r.get('id', '?')} in {path} lacks {k!r}")
+        if not any(k in r for k in ("time_s", "busbw_GBps", "algbw_GBps")):
+            raise RedistributionError(f"validate: row {r['id']} gives none of time_s, busbw_GBps, algbw_GBps")
+    return rows
+
+
+def measured_time_s(row) -> float:
+    """The row's measurement as seconds (nccl-tests: algbw = size/time, busbw = algbw*factor)."""
+    from models.collectives import bus_factor
+
+    if "time_s" in row:
+        return float(row["time_s"])
+    S = float(row["size_bytes"])
+    if "algbw_GBps" in row:
+        return S / (float(row["algbw_GBps"]) * 1e9)
+    return S * bus_factor(row["collective"], int(row["devices"])) / (float(row["busbw_GBps"]) * 1e9)
+
+
+def row_machine(row):
+    from models import load_profile
+
+    m = load_profile(row["profile"])
+    ov = dict(row.get("overrides") or {})
+    if ov:
+        m = dataclasses.replace(m, **ov)
+        m.__dict__.pop("topology", None)
+    if row.get("algorithm"):
+        m = m.with_algorithm(**{row["collective"]: row["algorithm"]})
+    return m
+
+
+def row_op(row, machine):
+    """The schedule op of one row: one group of ``devices`` (all devices of the machine), or,
+    with ``groups_along: DIM`` on a torus, every line along that physical dimension at once."""
+    from synth import ScheduleOp
+
+    n, S, c = int(row["devices"]), int(row["size_bytes"]), row["collective"]
+    if row.get("groups_along"):
+        k = list(machine.dim_names).index(row["groups_along"])
+        ids = np.arange(machine.num_devices).reshape(machine.dims)
+        groups = tuple(tuple(int(x) for x in g) for g in np.moveaxis(ids, k, -1).reshape(-1, machine.dims[k]))
+    else:
+        if n != machine.num_devices:
+            raise RedistributionError(f"validate: row {row['id']}: {n} devices but {machine.spec} has "
+                                      f"{machine.num_devices}")
+        groups = (tuple(range(n)),)
+    blk = S // n
+    if c == "all_gather":
+        return ScheduleOp(c, blk, S, blk * (n - 1), blk * (n - 1), groups, label=row["id"])
+    if c == "reduce_scatter":
+        return ScheduleOp(c, S, blk, blk * (n - 1), blk * (n - 1), groups, label=row["id"])
+    if c == "all_reduce":
+        return ScheduleOp(c, S, S, S, S, groups, label=row["id"])
+    if c == "all_to_all":
+        return ScheduleOp(c, S, S, blk * (n - 1), blk * (n - 1), groups, label=row["id"])
+    raise RedistributionError(f"validate: row {row['id']}: unknown collective {c!r}")
+
+
+def simulate_row(row) -> dict:
+    from synth import Schedule
+
+    from simulator.engine import simulate
+
+    m = row_machine(row)
+    op = row_op(row, m)
+    res = simulate(Schedule(m.num_devices, (op,), name=row["id"]), m)
+    o = res.ops[0]
+    return {"sim_s": res.time_s, "analytic_s": res.analytic_s, "lower_bound_s": res.lower_bound_s,
+            "lower_bound_kind": res.lower_bound_kind, "algorithm": o.get("algorithm")}
+
+
+def validate(path=DATA, on_row=None) -> dict:
+    rows = load_rows(path)
+    out = []
+    for r in rows:
+        meas = measured_time_s(r)
+        s = simulate_row(r)
+        err = (s["sim_s"] - meas) / meas
+        row = {"id": r["id"], "system": system_of_profile(r["profile"]) or r["profile"], "profile": r["profile"],
+               "collective": r["collective"], "devices": int(r["devices"]), "size_bytes": int(r["size_bytes"]),
+               "measured_s": meas, **s, "rel_err": err, "ratio": s["sim_s"] / meas,
+               "bound_ok": s["lower_bound_s"] <= meas * (1 + 1e-9), "fit": bool(r.get("fit")),
+               "source": r["source"]}
+        out.append(row)
+        if on_row is not None:
+            on_row(row)
+    systems: dict = {}
+    for row in out:
+        systems.setdefault(row["system"], []).append(row)
+    summ = {k: _summary(v) for k, v in systems.items()}
+    return {"rows": out, "systems": summ, "overall": _summary(out), "data": str(path),
+            "targets": "MAPE <= 20%, every point within 2x, lower bound <= measurement"}
+
+
+def _summary(rows) -> dict:
+    errs = [abs(r["rel_err"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["rel_err"]))
+    return {"n": len(rows), "mape": float(np.mean(errs)), "worst": float(max(errs)), "worst_id": worst["id"],
+            "within_2x": all(0.5 <= r["ratio"] <= 2.0 for r in rows),
+            "bound_ok": all(r["bound_ok"] for r in rows)}
+
+
+@lru_cache(maxsize=1)
+def _cached() -> dict:
+    return validate()
+
+
+def model_error_by_system() -> dict:
+    """``{system: {"mape": float, "n": int, "worst": float}}`` over the published set (computed
+    once per process, a few seconds). Pair it with :func:`system_of_profile`."""
+    res = _cached()
+    return {k: {"mape": v["mape"], "n": v["n"], "worst": v["worst"]} for k, v in res["systems"].items()}
+
+
+def _fmt_size(b: int) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= f:
+            return f"{b / f:g} {unit}"
+    return f"{b} B"
+
+
+def print_validate(res: dict) -> None:
+    from simulator.format import fmt_s
+
+    print(f"{'id':<22} {'system':<28} {'coll':<14} {'n':>5} {'size':>10} {'measured':>10} {'simulated':>10} "
+          f"{'err':>7} {'bound':>10} {'binds':<14} algorithm")
+    for r in res["rows"]:
+        print(f"{r['id']:<22} {r['system'][:28]:<28} {r['collective']:<14} {r['devices']:>5} "
+              f"{_fmt_size(r['size_bytes']):>10} {fmt_s(r['measured_s']):>10} {fmt_s(r['sim_s']):>10} "
+              f"{r['rel_err'] * 100:>+6.0f}% {fmt_s(r['lower_bound_s']):>10} {r['lower_bound_kind']:<14} "
+              f"{r['algorithm']}{'' if r['bound_ok'] else '  BOUND ABOVE MEASUREMENT'}{'  (fit)' if r['fit'] else ''}")
+    print()
+    print(f"{'system':<30} {'n':>3} {'MAPE':>7} {'worst':>7} {'within 2x':>10} {'bound ok':>9}")
+    for k, v in sorted(res["systems"].items()):
+        print(f"{k:<30} {v['n']:>3} {v['mape'] * 100:>6.1f}% {v['worst'] * 100:>6.1f}% {str(v['within_2x']):>10} "
+              f"{str(v['bound_ok']):>9}")
+    o = res["overall"]
+    print(f"{'overall':<30} {o['n']:>3} {o['mape'] * 100:>6.1f}% {o['worst'] * 100:>6.1f}% {str(o['within_2x']):>10} "
+          f"{str(o['bound_ok']):>9}")
+    print(f"targets: {res['targets']}; '(fit)' rows also set a profile constant (in-sample)")
+
+
+def _isfinite(x) -> bool:
+    return isinstance(x, float) and math.isfinite(x)
