@@ -6,12 +6,32 @@ Each kind keeps its facets together:
 * ``run(blocks, t, mesh)``  -- data rule: per-device numpy blocks after the collective,
                                computed only from the blocks other devices hold;
 * ``recv_elems(t, mesh)``   -- cost: elements each device receives (per device);
-* ``schedule_op(...)``      -- device-level lowering (groups or pairs and bytes) for the
+* ``peak_elems(t, mesh)``   -- memory: the largest set of buffers live at once during
+                               the step (input + output, plus any re-padding buffer);
+* ``schedule_ops(...)``     -- device-level lowering (groups or pairs and bytes) for the
                                simulator (see :mod:`synth.schedule`).
 
 The JAX lowering of each kind lives in ``executor/lowering.py`` (the only package that
 may import jax) in a table keyed by the same ``kind`` string; a test checks that every
 kind here has an entry there and in the simulator.
+
+**Pending sums.** With unreduced axes a device holds a partial block. Every data rule
+is linear, so gathers, all-to-alls, slices and permutes move partial blocks as they
+move whole ones; a permute keeps each device's coordinates on the unreduced axes so
+that every group still sums to the truth. ``AllReduce`` and ``ReduceScatter`` sum over
+a group; ``Unreduce`` (local) keeps the value on the first device of each group and
+zeros on the others.
+
+**Uneven dimensions.** Blocks are padded shards (``ceil(size / split)`` elements per
+dim, padding at the end). Changing a dim's split from ``k`` to ``k*n`` (a slice, the
+split side of an all-to-all, a reduce-scatter) or back (a gather, the concatenating
+side of an all-to-all) is a group collective only when the coarse blocks nest the fine
+ones: ``ceil(size/k) == n * ceil(size/(k*n))``, or ``k == 1`` (the whole dim). In the
+second case the op re-pads: it pads the whole dim to ``n`` fine shards before
+splitting, or truncates the ``n`` gathered shards to the dim's size. That buffer is
+counted by ``peak_elems`` and appears as a ``copy`` op in the schedule; padding moves
+and is counted like data, and never reaches the result (the interpreter fills padding
+with garbage and checks).
 """
 
 from __future__ import annotations
@@ -29,8 +49,8 @@ from synth.types import ArrayType
 
 
 def _check_dim(t: ArrayType, dim: int, who: str):
-    if not (0 <= dim < t.rank):
-        raise CollectiveError(f"{who}: dim {dim} is out of range for rank-{t.rank} type {t}")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not (0 <= dim < t.rank):
+        raise CollectiveError(f"{who}: dim {dim!r} is out of range for rank-{t.rank} type {t}")
 
 
 def _axes_tuple(axis) -> tuple[str, ...]:
@@ -41,9 +61,16 @@ def _canonical_axis(obj, who: str):
     """A one-name tuple becomes the name; a list becomes a tuple (frozen, hashable)."""
     axis = obj.axis
     if not isinstance(axis, str):
-        axis = tuple(axis)
+        try:
+            axis = tuple(axis)
+        except TypeError:
+            raise CollectiveError(f"{who}: axis {axis!r} must be a name or a list of names") from None
         if not axis:
             raise CollectiveError(f"{who}: needs at least one mesh axis")
+        if not all(isinstance(a, str) for a in axis):
+            raise CollectiveError(f"{who}: axis {axis!r} must be a name or a list of names")
+        if len(set(axis)) != len(axis):
+            raise CollectiveError(f"{who}: axis {axis!r} names an axis twice")
         if len(axis) == 1:
             axis = axis[0]
     object.__setattr__(obj, "axis", axis)
@@ -53,6 +80,10 @@ def _axes_text(axis) -> str:
     return axis if isinstance(axis, str) else "(" + ",".join(axis) + ")"
 
 
+def _axis_json(axis):
+    return axis if isinstance(axis, str) else list(axis)
+
+
 def _group_size(mesh: Mesh, axis) -> int:
     n = 1
     for a in _axes_tuple(axis):
@@ -60,25 +91,125 @@ def _group_size(mesh: Mesh, axis) -> int:
     return n
 
 
+def _strides(mesh: Mesh, names) -> list[tuple[int, int]]:
+    """``(stride in device ids, size)`` of each axis or sub-axis name."""
+    out = []
+    for a in names:
+        if a in mesh.names:
+            k = mesh.names.index(a)
+            out.append((math.prod(mesh.sizes[k + 1:]), mesh.sizes[k]))
+        else:
+            base, pre, size = mesh.factor_of(a)
+            k = mesh.names.index(base)
+            out.append((math.prod(mesh.sizes[k + 1:]) * (mesh.sizes[k] // (pre * size)), size))
+    return out
+
+
 def _group_of(mesh: Mesh, axis, d: int) -> list[int]:
     """Devices that differ from ``d`` only on ``axis`` (a name or a tuple of names),
     ordered by the mixed-radix index of those coordinates, major to minor."""
     names = _axes_tuple(axis)
-    ks = [mesh.names.index(a) for a in names]
-    strides = [math.prod(mesh.sizes[k + 1:]) for k in ks]
-    base = d - sum(int(mesh.coords[d, k]) * st for k, st in zip(ks, strides))
+    st = _strides(mesh, names)
+    base = d - sum(int(mesh.axis_coords(a)[d]) * s for a, (s, _) in zip(names, st))
     group = [base]
-    for k, st in zip(ks, strides):
-        group = [g + j * st for g in group for j in range(mesh.sizes[k])]
+    for s, n in st:
+        group = [g + j * s for g in group for j in range(n)]
     return group
+
+
+def groups_of(mesh: Mesh, axis) -> tuple[tuple[int, ...], ...]:
+    """All groups over ``axis`` (names or sub-axis names), each ordered major to minor,
+    groups ordered by their smallest id (as :meth:`Mesh.groups`)."""
+    names = _axes_tuple(axis)
+    if all(a in mesh.names for a in names):
+        return tuple(tuple(g) for g in mesh.groups(names))
+    st = _strides(mesh, names)
+    ids = np.arange(mesh.size)
+    base = ids.copy()
+    for a, (s, _) in zip(names, st):
+        base -= mesh.axis_coords(a) * s
+    offs = np.zeros(1, dtype=np.int64)
+    for s, n in st:
+        offs = (offs[:, None] + np.arange(n)[None, :] * s).reshape(-1)
+    firsts = np.unique(base)
+    return tuple(tuple(int(v) for v in row) for row in firsts[:, None] + offs[None, :])
 
 
 def _group_index(mesh: Mesh, axis, d: int) -> int:
     idx = 0
     for a in _axes_tuple(axis):
-        k = mesh.names.index(a)
-        idx = idx * mesh.sizes[k] + int(mesh.coords[d, k])
+        idx = idx * mesh.axis_size(a) + int(mesh.axis_coords(a)[d])
     return idx
+
+
+# -- uneven dimensions: nesting and re-padding ------------------------------------
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def nests(size: int, coarse: int, n: int) -> bool:
+    """Whether blocks of a dim of ``size`` split ``coarse`` ways hold, each, exactly
+    ``n`` consecutive blocks of the split ``coarse * n`` (or the dim is whole)."""
+    return coarse == 1 or _ceil(size, coarse) == n * _ceil(size, coarse * n)
+
+
+def _nest_error(who, t, dim, coarse, n):
+    size = t.dims[dim].size
+    return CollectiveError(
+        f"{who}: dim {dim} (size {size}) split {coarse} ways has shards of "
+        f"{_ceil(size, coarse)}, which do not hold {n} whole shards of {_ceil(size, coarse * n)} "
+        f"(the split {coarse * n}); with uneven dims this step needs the dim whole (split 1) "
+        "or a size where the shards nest: gather the dim first")
+
+
+def _split_piece(b: np.ndarray, dim: int, n: int, c: int, fine: int) -> np.ndarray:
+    """Piece ``c`` of ``n`` (each ``fine`` long) of a coarse padded block along ``dim``;
+    a block shorter than ``n * fine`` (a whole dim) is padded first."""
+    if b.shape[dim] < n * fine:
+        pad = [(0, 0)] * b.ndim
+        pad[dim] = (0, n * fine - b.shape[dim])
+        b = np.pad(b, pad)
+    idx = [slice(None)] * b.ndim
+    idx[dim] = slice(c * fine, (c + 1) * fine)
+    return b[tuple(idx)]
+
+
+def _join(pieces, dim: int, coarse_len: int) -> np.ndarray:
+    """Concatenate fine pieces along ``dim``; truncate to ``coarse_len`` (a whole dim)."""
+    out = np.concatenate(pieces, axis=dim)
+    if out.shape[dim] > coarse_len:
+        idx = [slice(None)] * out.ndim
+        idx[dim] = slice(0, coarse_len)
+        out = out[tuple(idx)]
+    return out
+
+
+def _unused(t: ArrayType, names, who):
+    for a in names:
+        if a in t.all_axes:
+            where = f"dim {t.dim_of(a)}" if a in t.used_axes else "the unreduced set"
+            raise CollectiveError(f"{who}: axis {a!r} is already used ({where})")
+
+
+def _suffix(t: ArrayType, dim, names, who):
+    axes = t.dims[dim].axes
+    if len(names) > len(axes) or axes[len(axes) - len(names):] != names:
+        raise CollectiveError(
+            f"{who}: {_axes_text(names if len(names) > 1 else names[0])!r} must be the minor-most "
+            f"axis of dim {dim}, whose axes are {list(axes)}")
+    return axes[: len(axes) - len(names)]
+
+
+def _pending(t: ArrayType, names, who):
+    missing = [a for a in names if a not in t.unreduced]
+    if missing:
+        raise CollectiveError(
+            f"{who}: {missing} {'is' if len(missing) == 1 else 'are'} not in the unreduced set "
+            f"{list(t.unreduced)}; only a pending sum can be reduced")
+
+
+def _rest(shape, dim) -> int:
+    return math.prod(s for i, s in enumerate(shape) if i != dim)
 
 
 @dataclass(frozen=True)
@@ -86,6 +217,8 @@ class Collective(ABC):
     """Base of the table. Subclasses set ``kind`` and implement every facet."""
 
     kind: ClassVar[str]
+    #: True for kinds that move no data between devices.
+    local: ClassVar[bool] = False
 
     @abstractmethod
     def apply(self, t: ArrayType, mesh: Mesh) -> ArrayType:
@@ -103,6 +236,19 @@ class Collective(ABC):
     def to_dict(self) -> dict:
         """JSON form (without the type after the step)."""
 
+    def peak_elems(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> int:
+        """Largest total of buffers live at once during the step, per device: input and
+        output, or the re-padding buffer with either (see :meth:`repad_elems`)."""
+        a, b = t_in.shard_elems(mesh), t_out.shard_elems(mesh)
+        pad = self.repad_elems(t_in, t_out, mesh)
+        if pad:
+            return max(a + pad, pad + b)
+        return a + b
+
+    def repad_elems(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> int:
+        """Elements of the intermediate buffer an uneven dim's re-padding needs (0: none)."""
+        return 0
+
     def is_noop(self, t_in: ArrayType, mesh: Mesh) -> bool:
         """True when no device's data changes (e.g. a collective over size-1 axes):
         a relabelling of the type that moves and copies nothing."""
@@ -111,46 +257,56 @@ class Collective(ABC):
 
 @dataclass(frozen=True)
 class DynSlice(Collective):
-    """``axis`` (unused) becomes the minor-most axis of ``dim``; no data moves."""
+    """``axis`` (unused) becomes the minor-most axis of ``dim``; no data moves.
+
+    ``axis`` may be a tuple: all of them are appended in order (one local slice)."""
 
     dim: int
-    axis: str
+    axis: str | tuple[str, ...]
     kind: ClassVar[str] = "dyn_slice"
+    local: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _canonical_axis(self, "DynSlice")
 
     def apply(self, t, mesh):
         who = f"DynSlice(dim={self.dim}, axis={self.axis!r}) on {t}"
         _check_dim(t, self.dim, who)
-        n = mesh.axis_size(self.axis)
-        if self.axis in t.used_axes:
-            raise CollectiveError(f"{who}: axis {self.axis!r} is already used (dim {t.dim_of(self.axis)})")
-        local = t.local_shape(mesh)[self.dim]
-        if local % n:
+        names = _axes_tuple(self.axis)
+        n = _group_size(mesh, names)
+        _unused(t, names, who)
+        k = t.split(mesh, self.dim)
+        size = t.dims[self.dim].size
+        if k > 1 and _ceil(size, k) % n:
             raise CollectiveError(
-                f"{who}: local size {local} of dim {self.dim} is not divisible by "
-                f"{self.axis}={n}"
-            )
-        return t.with_dim_axes(self.dim, t.dims[self.dim].axes + (self.axis,))
+                f"{who}: local size {_ceil(size, k)} of dim {self.dim} is not divisible by "
+                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
+                + (f" = {n}" if len(names) > 1 else "")
+                + ("" if size % k == 0 else "; with uneven dims slice the whole dim instead"))
+        return t.with_dim_axes(self.dim, t.dims[self.dim].axes + names)
 
     def run(self, blocks, t_in, t_out, mesh):
-        k = mesh.names.index(self.axis)
-        n = mesh.sizes[k]
-        out = []
-        for d, b in enumerate(blocks):
-            piece = b.shape[self.dim] // n
-            c = int(mesh.coords[d, k])
-            idx = [slice(None)] * b.ndim
-            idx[self.dim] = slice(c * piece, (c + 1) * piece)
-            out.append(b[tuple(idx)])
-        return out
+        n = _group_size(mesh, self.axis)
+        fine = t_out.local_shape(mesh)[self.dim]
+        return [_split_piece(b, self.dim, n, _group_index(mesh, self.axis, d), fine)
+                for d, b in enumerate(blocks)]
+
+    def repad_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        loc_in = t_in.local_shape(mesh)
+        fine = t_out.local_shape(mesh)[self.dim]
+        if loc_in[self.dim] < n * fine:
+            return n * fine * _rest(loc_in, self.dim)
+        return 0
 
     def recv_elems(self, t_in, t_out, mesh):
         return np.zeros(mesh.size, dtype=np.int64)
 
     def to_dict(self):
-        return {"op": self.kind, "dim": self.dim, "axis": self.axis}
+        return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
 
     def __str__(self):
-        return f"DynSlice({self.dim}, {self.axis})"
+        return f"DynSlice({self.dim}, {_axes_text(self.axis)})"
 
 
 @dataclass(frozen=True)
@@ -171,28 +327,30 @@ class AllGather(Collective):
         who = f"AllGather(dim={self.dim}, axis={self.axis!r}) on {t}"
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
-        _group_size(mesh, names)
-        axes = t.dims[self.dim].axes
-        if axes[len(axes) - len(names):] != names or len(names) > len(axes):
-            raise CollectiveError(
-                f"{who}: {_axes_text(self.axis)!r} must be the minor-most axis of dim {self.dim}, "
-                f"whose axes are {list(axes)}"
-            )
-        return t.with_dim_axes(self.dim, axes[: len(axes) - len(names)])
+        n = _group_size(mesh, names)
+        rest = _suffix(t, self.dim, names, who)
+        out = t.with_dim_axes(self.dim, rest)
+        coarse = out.split(mesh, self.dim)
+        if not nests(t.dims[self.dim].size, coarse, n):
+            raise _nest_error(who, out, self.dim, coarse, n)
+        return out
 
     def run(self, blocks, t_in, t_out, mesh):
-        return [
-            np.concatenate([blocks[s] for s in _group_of(mesh, self.axis, d)], axis=self.dim)
-            for d in range(len(blocks))
-        ]
+        coarse = t_out.local_shape(mesh)[self.dim]
+        return [_join([blocks[s] for s in _group_of(mesh, self.axis, d)], self.dim, coarse)
+                for d in range(len(blocks))]
+
+    def repad_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        raw = n * t_in.shard_elems(mesh)
+        return raw if raw > t_out.shard_elems(mesh) else 0
 
     def recv_elems(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
         return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
 
     def to_dict(self):
-        axis = self.axis if isinstance(self.axis, str) else list(self.axis)
-        return {"op": self.kind, "dim": self.dim, "axis": axis}
+        return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
 
     def __str__(self):
         return f"AllGather({self.dim}, {_axes_text(self.axis)})"
@@ -222,44 +380,60 @@ class AllToAll(Collective):
             raise CollectiveError(f"{who}: src_dim and dst_dim must differ")
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
-        axes = t.dims[self.src_dim].axes
-        if axes[len(axes) - len(names):] != names or len(names) > len(axes):
-            raise CollectiveError(
-                f"{who}: {_axes_text(self.axis)!r} must be the minor-most axis of dim "
-                f"{self.src_dim}, whose axes are {list(axes)}"
-            )
-        local = t.local_shape(mesh)[self.dst_dim]
-        if local % n:
+        rest = _suffix(t, self.src_dim, names, who)
+        k_dst = t.split(mesh, self.dst_dim)
+        size_dst = t.dims[self.dst_dim].size
+        local = _ceil(size_dst, k_dst)
+        if k_dst > 1 and local % n:
             raise CollectiveError(
                 f"{who}: local size {local} of dim {self.dst_dim} is not divisible by "
-                f"{'*'.join(f'{a}={mesh.shape[a]}' for a in names)}"
+                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
                 + (f" = {n}" if len(names) > 1 else "")
-            )
-        t2 = t.with_dim_axes(self.src_dim, axes[: len(axes) - len(names)])
+                + ("" if size_dst % k_dst == 0 else "; with uneven dims split a whole dim instead"))
+        t2 = t.with_dim_axes(self.src_dim, rest)
+        coarse = t2.split(mesh, self.src_dim)
+        if not nests(t.dims[self.src_dim].size, coarse, n):
+            raise _nest_error(who, t2, self.src_dim, coarse, n)
         return t2.with_dim_axes(self.dst_dim, t.dims[self.dst_dim].axes + names)
+
+    def _fine_dst(self, t_out, mesh):
+        return t_out.local_shape(mesh)[self.dst_dim]
 
     def run(self, blocks, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
+        fine = self._fine_dst(t_out, mesh)
+        coarse = t_out.local_shape(mesh)[self.src_dim]
         out = []
         for d in range(len(blocks)):
             me = _group_index(mesh, self.axis, d)
-            pieces = []
-            for s in _group_of(mesh, self.axis, d):
-                b = blocks[s]
-                piece = b.shape[self.dst_dim] // n
-                idx = [slice(None)] * b.ndim
-                idx[self.dst_dim] = slice(me * piece, (me + 1) * piece)
-                pieces.append(b[tuple(idx)])
-            out.append(np.concatenate(pieces, axis=self.src_dim))
+            pieces = [_split_piece(blocks[s], self.dst_dim, n, me, fine)
+                      for s in _group_of(mesh, self.axis, d)]
+            out.append(_join(pieces, self.src_dim, coarse))
         return out
+
+    def _sent_elems(self, t_in, t_out, mesh):
+        """Elements of the input after padding the split dim: what the exchange sends."""
+        n = _group_size(mesh, self.axis)
+        loc = list(t_in.local_shape(mesh))
+        loc[self.dst_dim] = n * self._fine_dst(t_out, mesh)
+        return math.prod(loc)
+
+    def repad_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        a, b = t_in.shard_elems(mesh), t_out.shard_elems(mesh)
+        sent = self._sent_elems(t_in, t_out, mesh)
+        loc = list(t_out.local_shape(mesh))
+        loc[self.src_dim] = n * t_in.local_shape(mesh)[self.src_dim]
+        raw = math.prod(loc)
+        return max(sent if sent > a else 0, raw if raw > b else 0)
 
     def recv_elems(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, t_in.shard_elems(mesh) * (n - 1) // n, dtype=np.int64)
+        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
 
     def to_dict(self):
-        axis = self.axis if isinstance(self.axis, str) else list(self.axis)
-        return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim, "axis": axis}
+        return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim,
+                "axis": _axis_json(self.axis)}
 
     def __str__(self):
         return f"AllToAll({self.src_dim}->{self.dst_dim}, {_axes_text(self.axis)})"
@@ -267,8 +441,9 @@ class AllToAll(Collective):
 
 @dataclass(frozen=True)
 class AllPermute(Collective):
-    """Any type with the same local shape: each device receives its new block
-    from a device that holds it (itself when it can)."""
+    """Any type with the same local shape, the same number of blocks per dim and the
+    same unreduced set: each device receives its new block from a device that holds
+    it (itself when it can), with the same coordinates on the unreduced axes."""
 
     target: ArrayType
     kind: ClassVar[str] = "all_permute"
@@ -284,6 +459,14 @@ class AllPermute(Collective):
                 f"{who}: local shapes differ ({t.local_shape(mesh)} vs {tgt.local_shape(mesh)}); "
                 "an AllPermute keeps the local shape"
             )
+        if tgt.splits(mesh) != t.splits(mesh):
+            raise CollectiveError(
+                f"{who}: the number of blocks per dim differs ({t.splits(mesh)} vs "
+                f"{tgt.splits(mesh)}); an AllPermute keeps it")
+        if tgt.unreduced != t.unreduced:
+            raise CollectiveError(
+                f"{who}: the unreduced sets differ ({list(t.unreduced)} vs {list(tgt.unreduced)}); "
+                "an AllPermute keeps the pending sums as they are")
         return tgt
 
     def sources(self, t_in: ArrayType, mesh: Mesh) -> np.ndarray:
@@ -309,15 +492,19 @@ class AllPermute(Collective):
 
 
 def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
-    """For each device, the device whose ``t_in`` block is its ``t_out`` block.
+    """For each device, the device whose ``t_in`` block is its ``t_out`` block (with the
+    same coordinates on the unreduced axes, so every pending sum keeps its parts).
 
     A device that already holds its new block keeps it. The others are spread
     round-robin over the holders of their block, so no holder sends to many."""
-    local = np.array(t_in.local_shape(mesh), dtype=np.int64)
-    nblocks = np.array(t_in.shape, dtype=np.int64) // local
+    nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
     radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)  # radix[i] = prod(nblocks[i+1:])
     have = t_in.block_indices(mesh) @ radix
     want = t_out.block_indices(mesh) @ radix
+    if t_in.unreduced:
+        nu = math.prod(mesh.shape[a] for a in t_in.unreduced)
+        have = have * nu + t_in.unreduced_index(mesh)
+        want = want * nu + t_out.unreduced_index(mesh)
     ids = np.arange(mesh.size)
     src = ids.copy()
     need = have != want
@@ -336,60 +523,261 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
     return src
 
 
+@dataclass(frozen=True)
+class AllReduce(Collective):
+    """``axis`` (one or more unreduced axes) leave the unreduced set: all-reduce (sum)
+    over their group. The shard keeps its shape."""
+
+    axis: str | tuple[str, ...]
+    kind: ClassVar[str] = "all_reduce"
+
+    def __post_init__(self):
+        _canonical_axis(self, "AllReduce")
+
+    def apply(self, t, mesh):
+        who = f"AllReduce(axis={self.axis!r}) on {t}"
+        names = _axes_tuple(self.axis)
+        _group_size(mesh, names)
+        _pending(t, names, who)
+        return t.with_unreduced(a for a in t.unreduced if a not in names)
+
+    def run(self, blocks, t_in, t_out, mesh):
+        return [sum(blocks[s] for s in _group_of(mesh, self.axis, d)) for d in range(len(blocks))]
+
+    def recv_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        return np.full(mesh.size, 2 * (n - 1) * t_in.shard_elems(mesh) // n, dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.kind, "axis": _axis_json(self.axis)}
+
+    def __str__(self):
+        return f"AllReduce({_axes_text(self.axis)})"
+
+
+@dataclass(frozen=True)
+class ReduceScatter(Collective):
+    """``axis`` (unreduced axes) leave the unreduced set and become the minor-most axes
+    of ``dim``: reduce-scatter over their group along ``dim``."""
+
+    dim: int
+    axis: str | tuple[str, ...]
+    kind: ClassVar[str] = "reduce_scatter"
+
+    def __post_init__(self):
+        _canonical_axis(self, "ReduceScatter")
+
+    def apply(self, t, mesh):
+        who = f"ReduceScatter(dim={self.dim}, axis={self.axis!r}) on {t}"
+        _check_dim(t, self.dim, who)
+        names = _axes_tuple(self.axis)
+        n = _group_size(mesh, names)
+        _pending(t, names, who)
+        k = t.split(mesh, self.dim)
+        size = t.dims[self.dim].size
+        if k > 1 and _ceil(size, k) % n:
+            raise CollectiveError(
+                f"{who}: local size {_ceil(size, k)} of dim {self.dim} is not divisible by "
+                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
+                + (f" = {n}" if len(names) > 1 else "")
+                + ("" if size % k == 0 else "; with uneven dims reduce-scatter a whole dim instead"))
+        t2 = t.with_unreduced(a for a in t.unreduced if a not in names)
+        return t2.with_dim_axes(self.dim, t.dims[self.dim].axes + names)
+
+    def run(self, blocks, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        fine = t_out.local_shape(mesh)[self.dim]
+        out = []
+        for d in range(len(blocks)):
+            me = _group_index(mesh, self.axis, d)
+            out.append(sum(_split_piece(blocks[s], self.dim, n, me, fine)
+                           for s in _group_of(mesh, self.axis, d)))
+        return out
+
+    def _sent_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        return n * t_out.shard_elems(mesh)
+
+    def repad_elems(self, t_in, t_out, mesh):
+        sent = self._sent_elems(t_in, t_out, mesh)
+        return sent if sent > t_in.shard_elems(mesh) else 0
+
+    def recv_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        return np.full(mesh.size, (n - 1) * t_out.shard_elems(mesh), dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
+
+    def __str__(self):
+        return f"ReduceScatter({self.dim}, {_axes_text(self.axis)})"
+
+
+@dataclass(frozen=True)
+class Unreduce(Collective):
+    """``axis`` (replicated: in no dim and not pending) joins the unreduced set. Local:
+    the first device of each group keeps its block, the others hold zeros."""
+
+    axis: str | tuple[str, ...]
+    kind: ClassVar[str] = "unreduce"
+    local: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _canonical_axis(self, "Unreduce")
+
+    def apply(self, t, mesh):
+        who = f"Unreduce(axis={self.axis!r}) on {t}"
+        names = _axes_tuple(self.axis)
+        _group_size(mesh, names)
+        _unused(t, names, who)
+        return t.with_unreduced(t.unreduced + names)
+
+    def run(self, blocks, t_in, t_out, mesh):
+        return [b if _group_index(mesh, self.axis, d) == 0 else np.zeros_like(b)
+                for d, b in enumerate(blocks)]
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.zeros(mesh.size, dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.kind, "axis": _axis_json(self.axis)}
+
+    def __str__(self):
+        return f"Unreduce({_axes_text(self.axis)})"
+
+
 #: The table of collective kinds. Every other layer keys its own facet by ``kind``.
 COLLECTIVES: dict[str, type[Collective]] = {
-    c.kind: c for c in (DynSlice, AllGather, AllToAll, AllPermute)
+    c.kind: c for c in (DynSlice, AllGather, AllToAll, AllPermute, AllReduce, ReduceScatter, Unreduce)
 }
 
 
 def _axis_from_json(axis):
-    return axis if isinstance(axis, str) else tuple(axis)
+    if isinstance(axis, str):
+        return axis
+    if isinstance(axis, list) and axis and all(isinstance(a, str) for a in axis):
+        return tuple(axis)
+    raise CollectiveError(f"plan step: 'axis' must be an axis name or a list of names, got {axis!r}")
+
+
+def _int_field(d, key):
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CollectiveError(f"plan step {d.get('op')!r}: field {key!r} must be an integer, got {v!r}")
+    return v
 
 
 def collective_from_dict(d: dict) -> Collective:
+    if not isinstance(d, dict):
+        raise CollectiveError(f"plan step must be an object, got {d!r}")
     op = d.get("op")
-    if op == "dyn_slice":
-        return DynSlice(int(d["dim"]), d["axis"])
-    if op == "all_gather":
-        return AllGather(int(d["dim"]), _axis_from_json(d["axis"]))
-    if op == "all_to_all":
-        return AllToAll(int(d["src_dim"]), int(d["dst_dim"]), _axis_from_json(d["axis"]))
-    if op == "all_permute":
-        return AllPermute(ArrayType.parse(d["type"]))
+    try:
+        if op == "dyn_slice":
+            return DynSlice(_int_field(d, "dim"), _axis_from_json(d["axis"]))
+        if op == "all_gather":
+            return AllGather(_int_field(d, "dim"), _axis_from_json(d["axis"]))
+        if op == "all_to_all":
+            return AllToAll(_int_field(d, "src_dim"), _int_field(d, "dst_dim"), _axis_from_json(d["axis"]))
+        if op == "all_permute":
+            return AllPermute(ArrayType.parse(d["type"]))
+        if op == "all_reduce":
+            return AllReduce(_axis_from_json(d["axis"]))
+        if op == "reduce_scatter":
+            return ReduceScatter(_int_field(d, "dim"), _axis_from_json(d["axis"]))
+        if op == "unreduce":
+            return Unreduce(_axis_from_json(d["axis"]))
+    except KeyError as e:
+        raise CollectiveError(f"plan step {op!r}: missing field {e.args[0]!r}") from None
     raise CollectiveError(f"unknown collective op {op!r}; expected one of {sorted(COLLECTIVES)}")
 
 
 # -- device-level lowering (the schedule facet of each kind) ----------------------
-def schedule_op(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int):
-    """Lower one typed collective to a :class:`synth.schedule.ScheduleOp`."""
+def schedule_ops(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int) -> list:
+    """Lower one typed collective to :class:`synth.schedule.ScheduleOp` s: the
+    collective, plus a local ``copy`` for an uneven dim's re-padding."""
     from synth.schedule import ScheduleOp
 
     in_b = t_in.shard_elems(mesh) * itemsize
     out_b = t_out.shard_elems(mesh) * itemsize
-    return _SCHEDULE_LOWERING[c.kind](c, t_in, t_out, mesh, in_b, out_b, ScheduleOp)
+    return _SCHEDULE_LOWERING[c.kind](c, t_in, t_out, mesh, in_b, out_b, itemsize, ScheduleOp)
 
 
-def _lower_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, Op):
-    return Op("dyn_slice", in_b, out_b, groups=tuple((d,) for d in range(mesh.size)), label=str(c))
+def schedule_op(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int):
+    """The main op of :func:`schedule_ops` (the collective itself)."""
+    ops = schedule_ops(c, t_in, t_out, mesh, itemsize)
+    return next((op for op in ops if op.kind not in ("copy",)), ops[0])
 
 
-def _lower_all_gather(c, t_in, t_out, mesh, in_b, out_b, Op):
+def _each_device(mesh):
+    return tuple((d,) for d in range(mesh.size))
+
+
+def _pad_copy(Op, a_b, b_b, mesh, label):
+    return Op("copy", a_b, b_b, groups=_each_device(mesh), label=label)
+
+
+def _lower_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    pad = c.repad_elems(t_in, t_out, mesh) * isz
+    if pad:
+        return [_pad_copy(Op, in_b, pad, mesh, f"pad for {c}"),
+                Op("dyn_slice", pad, out_b, groups=_each_device(mesh), label=str(c))]
+    return [Op("dyn_slice", in_b, out_b, groups=_each_device(mesh), label=str(c))]
+
+
+def _lower_all_gather(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     n = _group_size(mesh, c.axis)
-    return Op("all_gather", in_b, out_b, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
-              groups=tuple(tuple(g) for g in mesh.groups(c.axis)), label=str(c))
+    raw = n * in_b
+    ops = [Op("all_gather", in_b, raw, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
+              groups=groups_of(mesh, c.axis), label=str(c))]
+    if raw != out_b:
+        ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
+    return ops
 
 
-def _lower_all_to_all(c, t_in, t_out, mesh, in_b, out_b, Op):
+def _lower_all_to_all(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     n = _group_size(mesh, c.axis)
-    moved = in_b * (n - 1) // n
-    return Op("all_to_all", in_b, out_b, send_bytes=moved, recv_bytes=moved,
-              groups=tuple(tuple(g) for g in mesh.groups(c.axis)), label=str(c))
+    sent = c._sent_elems(t_in, t_out, mesh) * isz
+    moved = sent * (n - 1) // n
+    ops = []
+    if sent != in_b:
+        ops.append(_pad_copy(Op, in_b, sent, mesh, f"pad for {c}"))
+    loc = list(t_out.local_shape(mesh))
+    loc[c.src_dim] = n * t_in.local_shape(mesh)[c.src_dim]
+    raw = math.prod(loc) * isz
+    ops.append(Op("all_to_all", sent, raw, send_bytes=moved, recv_bytes=moved,
+                  groups=groups_of(mesh, c.axis), label=str(c)))
+    if raw != out_b:
+        ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
+    return ops
 
 
-def _lower_all_permute(c, t_in, t_out, mesh, in_b, out_b, Op):
+def _lower_all_permute(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     src = c.sources(t_in, mesh)
     pairs = tuple((int(s), d) for d, s in enumerate(src) if int(s) != d)
-    return Op("permute", in_b, out_b, send_bytes=in_b, recv_bytes=in_b, pairs=pairs, label="AllPermute")
+    return [Op("permute", in_b, out_b, send_bytes=in_b, recv_bytes=in_b, pairs=pairs, label="AllPermute")]
+
+
+def _lower_all_reduce(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    n = _group_size(mesh, c.axis)
+    moved = 2 * in_b * (n - 1) // n  # ring traffic, as executor.hlo reads XLA's
+    return [Op("all_reduce", in_b, out_b, send_bytes=moved, recv_bytes=moved,
+               groups=groups_of(mesh, c.axis), label=str(c))]
+
+
+def _lower_reduce_scatter(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    n = _group_size(mesh, c.axis)
+    sent = c._sent_elems(t_in, t_out, mesh) * isz
+    ops = []
+    if sent != in_b:
+        ops.append(_pad_copy(Op, in_b, sent, mesh, f"pad for {c}"))
+    moved = sent * (n - 1) // n
+    ops.append(Op("reduce_scatter", sent, out_b, send_bytes=moved, recv_bytes=moved,
+                  groups=groups_of(mesh, c.axis), label=str(c)))
+    return ops
+
+
+def _lower_unreduce(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    return [Op("copy", in_b, out_b, groups=_each_device(mesh), label=str(c))]
 
 
 _SCHEDULE_LOWERING = {
@@ -397,4 +785,7 @@ _SCHEDULE_LOWERING = {
     "all_gather": _lower_all_gather,
     "all_to_all": _lower_all_to_all,
     "all_permute": _lower_all_permute,
+    "all_reduce": _lower_all_reduce,
+    "reduce_scatter": _lower_reduce_scatter,
+    "unreduce": _lower_unreduce,
 }

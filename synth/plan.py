@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
-from synth.collectives import Collective, collective_from_dict, schedule_op
+from synth.collectives import AllPermute, Collective, collective_from_dict, schedule_ops
 from synth.errors import PlanError
 from synth.mesh import Mesh
 from synth.schedule import Schedule
-from synth.types import ArrayType
+from synth.types import ArrayType, refine, refine_name, refine_type
 
 
 @dataclass(frozen=True)
 class Plan:
     """Source and target type on a mesh, the steps, and the type after each step.
 
-    Metrics are bytes per device (see :meth:`metrics`)."""
+    ``mesh``, ``src``, ``dst`` and ``types`` are what the user wrote, in canonical form.
+    Where types use sub-axes, the steps are planned and measured on the refined mesh
+    (:attr:`work_mesh`, whose axes are the factors; :attr:`work_types`); its device ids
+    are the same. Metrics are bytes per device (see :meth:`metrics`)."""
 
     mesh: Mesh
     src: ArrayType
@@ -41,14 +45,49 @@ class Plan:
 
     @classmethod
     def build(cls, mesh, src, dst, steps, itemsize=4, planner="normal", notes=()) -> Plan:
-        """Apply the type rule of each step from ``src``; check it ends at ``dst``."""
-        types, t = [], src
+        """Apply the type rule of each step from ``src``; check it ends at ``dst``.
+
+        ``mesh`` may be the user's mesh or its refinement (see :func:`synth.types.refine`;
+        ``src``/``dst`` may be written on either); steps may name sub-axes coarser than
+        the refined factors."""
+        base = mesh.base_mesh if mesh.base else mesh
+        src, dst = ArrayType.of(src), ArrayType.of(dst)
+        names = [a for c in steps for a in _step_names(c)] + list(mesh.names if mesh.base else ())
+        work, (src_w, dst_w) = refine(base, [src, dst], names)
+        steps = tuple(_refine_step(c, work) for c in steps)
+        types, t = [], src_w
         for c in steps:
-            t = c.apply(t, mesh)
+            t = c.apply(t, work)
             types.append(t)
-        if t != dst:
-            raise PlanError(f"Plan.build: the steps end at {t}, not at the target {dst}")
-        return cls(mesh, src, dst, tuple(steps), tuple(types), itemsize, planner, tuple(notes))
+        if t != dst_w:
+            raise PlanError(f"Plan.build: the steps end at {t.canonical(base)}, not at the target "
+                            f"{dst.canonical(base)}")
+        p = cls(base, src.canonical(base), dst.canonical(base), steps,
+                tuple(x.canonical(base) for x in types), itemsize, planner, tuple(notes))
+        p.__dict__["_work"] = (work, (src_w,) + tuple(types))
+        return p
+
+    @cached_property
+    def _work(self):
+        names = [a for c in self.steps for a in _step_names(c)]
+        work, (src_w,) = refine(self.mesh, [self.src], names)
+        if work is self.mesh:
+            return work, (self.src,) + self.types
+        types, t = [src_w], src_w
+        for c in self.steps:
+            t = c.apply(t, work)
+            types.append(t)
+        return work, tuple(types)
+
+    @property
+    def work_mesh(self) -> Mesh:
+        """The mesh the steps run on: :attr:`mesh`, refined into the sub-axes the types use."""
+        return self._work[0]
+
+    @property
+    def work_types(self) -> tuple[ArrayType, ...]:
+        """The source and the type after each step, written on :attr:`work_mesh`."""
+        return self._work[1]
 
     # -- metrics --------------------------------------------------------------
     @property
@@ -56,6 +95,7 @@ class Plan:
         return (self.src,) + self.types
 
     def shard_bytes(self, t: ArrayType) -> int:
+        """Bytes of one (padded) shard of ``t`` (on :attr:`mesh` or :attr:`work_mesh`)."""
         return t.shard_elems(self.mesh) * self.itemsize
 
     @property
@@ -71,17 +111,26 @@ class Plan:
     def noop_steps(self) -> tuple[bool, ...]:
         """Per step: True when it changes no device's data (a relabelling, such as a
         collective over size-1 axes). Such steps allocate, move and count nothing."""
-        return tuple(c.is_noop(a, self.mesh) for c, a in zip(self.steps, self.all_types[:-1]))
+        return tuple(c.is_noop(a, self.work_mesh) for c, a in zip(self.steps, self.work_types[:-1]))
 
     @cached_property
     def peak_live_bytes(self) -> int:
-        """Largest input+output pair live during one step (the input alone if no steps).
-        Relabelling steps (:attr:`noop_steps`) allocate nothing and are skipped; a run of
-        consecutive DynSlices is one local slice (see :meth:`device_steps`)."""
+        """Largest input+output pair live during one step (the input alone if no steps),
+        with an uneven dim's re-padding buffer where a step needs one
+        (:meth:`Collective.peak_elems`). Relabelling steps (:attr:`noop_steps`) allocate
+        nothing and are skipped; a run of consecutive DynSlices is one local slice (see
+        :meth:`device_steps`)."""
         peak = self.shard_bytes(self.src)
+        wm, wt = self.work_mesh, self.work_types
         for first, last in self.device_steps():
-            peak = max(peak, self.shard_bytes(self.all_types[first])
-                       + self.shard_bytes(self.all_types[last + 1]))
+            if first == last:
+                live = self.steps[first].peak_elems(wt[first], wt[first + 1], wm) * self.itemsize
+            else:
+                live = (wt[first].shard_elems(wm) + wt[last + 1].shard_elems(wm)) * self.itemsize
+                live = max([live] + [self.steps[i].peak_elems(wt[i], wt[i + 1], wm) * self.itemsize
+                                     for i in range(first, last + 1) if not self.noop_steps[i]
+                                     and self.steps[i].repad_elems(wt[i], wt[i + 1], wm)])
+            peak = max(peak, live)
         return peak
 
     def device_steps(self) -> list[tuple[int, int]]:
@@ -101,9 +150,10 @@ class Plan:
     @cached_property
     def recv_bytes_per_device_per_step(self) -> np.ndarray:
         """``[num_steps, num_devices]`` bytes received."""
+        wt = self.work_types
         rows = [
-            c.recv_elems(a, b, self.mesh) * self.itemsize
-            for c, a, b in zip(self.steps, self.all_types[:-1], self.all_types[1:])
+            c.recv_elems(a, b, self.work_mesh) * self.itemsize
+            for c, a, b in zip(self.steps, wt[:-1], wt[1:])
         ]
         if not rows:
             return np.zeros((0, self.mesh.size), dtype=np.int64)
@@ -126,9 +176,10 @@ class Plan:
 
     @property
     def num_collectives(self) -> int:
-        """Communicating steps: DynSlices (local) and relabelling steps do not count."""
+        """Communicating steps: local ones (DynSlice, Unreduce) and relabelling steps do
+        not count."""
         return sum(1 for c, noop in zip(self.steps, self.noop_steps)
-                   if c.kind != "dyn_slice" and not noop)
+                   if not c.local and not noop)
 
     @property
     def bound_holds(self) -> bool:
@@ -174,7 +225,8 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
         mesh = Mesh.of(dict(d["mesh"]))
-        src, dst = ArrayType.parse(d["src"]), ArrayType.parse(d["dst"])
+        src = ArrayType.parse(d["src"]).check(mesh, "plan source")
+        dst = ArrayType.parse(d["dst"]).check(mesh, "plan target")
         steps = [collective_from_dict(s) for s in d["steps"]]
         return cls.build(mesh, src, dst, steps, int(d.get("itemsize", 4)), d.get("planner", "normal"))
 
@@ -184,6 +236,7 @@ class Plan:
             "step": 0, "collective": "(source)", "type": str(self.src),
             "local_shape": self.src.local_shape(self.mesh),
             "shard_bytes": self.shard_bytes(self.src), "recv_bytes": 0,
+            "unreduced": list(self.src.unreduced), "padded": not self.src.is_even(self.mesh),
         }]
         recv = self.recv_bytes_per_step
         for i, (c, t) in enumerate(zip(self.steps, self.types)):
@@ -193,20 +246,23 @@ class Plan:
                 + (" (relabel)" if self.noop_steps[i] else ""),
                 "type": str(t), "local_shape": t.local_shape(self.mesh),
                 "shard_bytes": self.shard_bytes(t), "recv_bytes": recv[i],
+                "unreduced": list(t.unreduced), "padded": not t.is_even(self.mesh),
             })
         return rows
 
     def to_schedule(self) -> Schedule:
         ops = []
+        wm, wt = self.work_mesh, self.work_types
         for first, last in self.device_steps():
-            t_out = self.all_types[last + 1]
-            op = schedule_op(self.steps[first], self.all_types[first], self.all_types[first + 1],
-                             self.mesh, self.itemsize)
+            t_out = wt[last + 1]
+            step_ops = schedule_ops(self.steps[first], wt[first], wt[first + 1], wm, self.itemsize)
             if last > first:  # a fused slice: read the first input, write the last output
-                op = replace(op, out_bytes=self.shard_bytes(t_out), label=" + ".join(
+                op = step_ops[-1]
+                step_ops[-1] = replace(op, out_bytes=t_out.shard_elems(wm) * self.itemsize,
+                                       label=" + ".join(
                     str(c) for c, noop in zip(self.steps[first:last + 1], self.noop_steps[first:last + 1])
                     if not noop))
-            ops.append(op)
+            ops += step_ops
         return Schedule(
             num_devices=self.mesh.size,
             ops=ops,
@@ -222,10 +278,72 @@ class Plan:
         return format_plan(self)
 
 
+def _step_names(c: Collective) -> list[str]:
+    if isinstance(c, AllPermute):
+        return list(ArrayType.of(c.target).all_axes)
+    axis = getattr(c, "axis", ())
+    return [axis] if isinstance(axis, str) else list(axis)
+
+
+def _refine_step(c: Collective, work: Mesh) -> Collective:
+    """``c`` with every axis name written as the factors of ``work`` it spans."""
+    if not work.base:
+        return c
+    if isinstance(c, AllPermute):
+        return AllPermute(refine_type(ArrayType.of(c.target), work))
+    axis = c.axis
+    old = (axis,) if isinstance(axis, str) else tuple(axis)
+    names = tuple(x for a in old for x in refine_name(work, a))
+    return c if names == old else replace(c, axis=names)
+
+
 def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int) -> int:
-    """Max over devices of the bytes of its target block that its source block lacks."""
-    s0, s1 = src.regions(mesh)
-    d0, d1 = dst.regions(mesh)
-    overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
-    need = dst.shard_elems(mesh) - overlap
-    return int(need.max()) * itemsize
+    """The receive bound: max over devices of the bytes a device must receive.
+
+    Without pending sums, a device must receive every element of its target block
+    that its source block lacks. With pending sums, let ``R`` be the axes (of size > 1)
+    reduced on the way (unreduced in ``src``, not in ``dst``) and ``G`` the group of
+    devices that differ from a device only on ``dst``'s unreduced axes (one device when
+    ``dst`` has none); ``G``'s partial target blocks must sum to the truth. When ``R`` is
+    not empty, the partial values of each element held outside ``G`` are unknown to
+    ``G``, so ``G`` receives at least one value per element of its target block. When
+    ``R`` is empty, ``G`` can produce an element locally exactly when one of its members
+    holds it in its source block. Either way ``G`` needs ``need(G)`` values in all, so
+    its busiest member receives at least ``ceil(need(G) / |G|)``. Padding is not
+    counted (it carries nothing), so the bound never exceeds what a plan moves.
+
+    When nothing stays pending in ``dst`` there is a second bound: the ``nR`` partial
+    values of an element sit on ``nR`` different devices (``nR`` = product of the sizes
+    of ``R``), and combining them takes at least ``nR - 1`` received values (each
+    received value is one partial sum of one element); over the whole array that is
+    ``(nR - 1) * N`` values, so some device receives at least ``(nR - 1) * N / P`` of
+    them (``P`` devices). For a reduce-scatter this equals what a ring receives."""
+    work, (src, dst) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
+    s0, s1 = src.regions(work)
+    d0, d1 = dst.regions(work)
+    block = np.clip(d1 - d0, 0, None).prod(axis=1)
+    reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
+    if not dst.unreduced:
+        if reduced:
+            # Each element's nR partials sit on nR devices; combining them takes at
+            # least nR - 1 received values, spread at best evenly over all devices.
+            n_r = math.prod(work.shape[a] for a in reduced)
+            total = -(-(n_r - 1) * src.num_elems() // work.size)
+            return max(int(block.max()), total) * itemsize
+        overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
+        return int((block - overlap).max()) * itemsize
+    from synth.collectives import groups_of
+
+    best = 0
+    for g in groups_of(work, dst.unreduced):
+        g = list(g)
+        need = int(block[g[0]])
+        if not reduced:
+            boxes = {}
+            for d in g:  # distinct source blocks of one type are disjoint
+                boxes[tuple(s0[d]) + tuple(s1[d])] = d
+            have = sum(int(np.clip(np.minimum(s1[d], d1[g[0]]) - np.maximum(s0[d], d0[g[0]]),
+                                   0, None).prod()) for d in boxes.values())
+            need -= have
+        best = max(best, -(-max(need, 0) // len(g)))
+    return best * itemsize

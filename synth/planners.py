@@ -27,15 +27,42 @@ All intermediate types must divide evenly. That always holds when every global d
 is divisible by the product of all mesh axis sizes (the paper's precondition). If it
 does not hold for the normal form, the planner falls back to ``easy`` and says so in
 ``Plan.notes``; ``Plan.bound_holds`` then reports whether the memory bound held.
+
+Pending sums, uneven dims, sub-axes
+-----------------------------------
+Axes unreduced in the source but not in the target (``R``) are reduced early: right
+after (or, as a second candidate, before) the free DynSlices, each goes into the
+target dim that uses it with a ReduceScatter, or, when the target replicates it,
+either an AllReduce or a ReduceScatter into the dim with the largest shard (gathered
+back at the end). Every combination is planned and the plan with the smallest largest
+shard, then the fewest bytes received, then the fewest collectives wins: reducing
+before the all-to-alls and gathers shrinks every later shard and message by the
+group size. Axes unreduced in both stay pending throughout; axes unreduced only in
+the target are added at the end by a local ``Unreduce``. Uneven dims follow the
+collectives' nesting rule (see :mod:`synth.collectives`); the easy plan gathers a
+dim whole where its shards do not nest and slices it whole again. Sub-axes: every
+planner works on the refined mesh (:func:`synth.types.refine`), where each factor an
+input type uses is an axis of its own.
 """
 
 from __future__ import annotations
 
-from synth.collectives import AllGather, AllPermute, AllToAll, DynSlice
+import itertools
+
+from synth.collectives import (
+    AllGather,
+    AllPermute,
+    AllReduce,
+    AllToAll,
+    DynSlice,
+    ReduceScatter,
+    Unreduce,
+    nests,
+)
 from synth.errors import CollectiveError, PlanError, RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
-from synth.types import ArrayType, Dim
+from synth.types import ArrayType, Dim, refine
 
 #: Maximum number of states the middle search may visit before the fallback.
 SEARCH_BUDGET = 4000
@@ -61,28 +88,154 @@ def fused_gathers(dim: int, axes: tuple[str, ...], axis_sizes: dict[str, int]) -
     return out
 
 
-def plan_easy(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -> Plan:
-    """Gather every source axis (one all-gather per axis, minor-most first), then slice
-    every target axis: the naive baseline."""
-    steps = []
+def _on_work_mesh(mesh: Mesh, src: ArrayType, dst: ArrayType):
+    """The refined mesh and types every planner works on (identity without sub-axes)."""
+    if mesh.base:
+        return mesh, src, dst
+    work, (s, d) = refine(mesh, [src, dst])
+    return work, s, d
+
+
+def _easy_steps(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
+    reduced = tuple(a for a in src.unreduced if a not in dst.unreduced)
+    steps = [AllReduce(reduced)] if reduced else []
     for i, d in enumerate(src.dims):
-        steps += [AllGather(i, a) for a in reversed(d.axes)]
+        axes = list(d.axes)
+        while axes:
+            a = axes[-1]
+            coarse = 1
+            for b in axes[:-1]:
+                coarse *= mesh.shape[b]
+            if nests(d.size, coarse, mesh.shape[a]):
+                steps.append(AllGather(i, a))
+                axes.pop()
+            else:  # shards do not nest: gather the rest of the dim whole
+                steps.append(AllGather(i, tuple(axes)))
+                axes = []
     for i, d in enumerate(dst.dims):
-        steps += [DynSlice(i, a) for a in d.axes]
-    return Plan.build(mesh, src, dst, steps, itemsize, "easy")
+        if not d.axes:
+            continue
+        k = 1
+        for a in d.axes:
+            k *= mesh.shape[a]
+        if d.size % k:  # uneven: one slice of the whole dim
+            steps.append(DynSlice(i, d.axes))
+        else:
+            steps += [DynSlice(i, a) for a in d.axes]
+    new = tuple(a for a in dst.unreduced if a not in src.unreduced)
+    if new:
+        steps.append(Unreduce(new))
+    return steps
+
+
+def plan_easy(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -> Plan:
+    """Reduce every pending sum the target does not keep (one all-reduce), gather every
+    source axis (one all-gather per axis, minor-most first; an uneven dim whose shards
+    do not nest is gathered whole), then slice every target axis: the naive baseline."""
+    wm, ws, wd = _on_work_mesh(mesh, src, dst)
+    return Plan.build(wm, src, dst, _easy_steps(wm, ws, wd), itemsize, "easy")
 
 
 def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -> Plan:
-    try:
-        steps = _normal_steps(mesh, src, dst)
-        return Plan.build(mesh, src, dst, steps, itemsize, "normal")
-    except CollectiveError as e:
-        p = plan_easy(mesh, src, dst, itemsize)
-        note = (
-            "normal form not applicable: an intermediate type does not divide evenly "
-            f"({e}); fell back to the easy plan"
-        )
-        return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
+    wm, ws, wd = _on_work_mesh(mesh, src, dst)
+    best, errors = None, []
+    for steps in _candidates(wm, ws, wd, _normal_steps, errors=errors):
+        try:
+            p = Plan.build(wm, src, dst, steps, itemsize, "normal")
+        except CollectiveError as e:
+            errors.append(e)
+            continue
+        if best is None or _rank(p) < _rank(best):
+            best = p
+    if best is not None:
+        return best
+    p = plan_easy(mesh, src, dst, itemsize)
+    note = (
+        "normal form not applicable: an intermediate type does not divide evenly "
+        f"({errors[0] if errors else 'no candidate'}); fell back to the easy plan"
+    )
+    return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
+
+
+def _rank(p: Plan):
+    return (p.max_shard_bytes, p.recv_bytes_max_device, p.num_collectives, p.peak_live_bytes)
+
+
+def _candidates(mesh: Mesh, src: ArrayType, dst: ArrayType, core, limit: int = 16, errors=None):
+    """Step lists from ``src`` to ``dst``: the reductions of pending sums (see the module
+    doc) placed after or before the free DynSlices, then ``core(mesh, t, dst_core)``
+    (a planner for the rest, which keeps the shared pending axes), then an Unreduce of
+    the axes only the target leaves pending. Candidates that break a type rule are
+    skipped (their errors are appended to ``errors``); without pending sums there is one
+    candidate."""
+    errors = [] if errors is None else errors
+    reduced = [a for a in src.unreduced if a not in dst.unreduced]
+    new = tuple(a for a in dst.unreduced if a not in src.unreduced)
+    kept = tuple(a for a in src.unreduced if a in dst.unreduced)
+    dst_core = dst.with_unreduced(kept)
+    tail = [Unreduce(new)] if new else []
+    if not reduced:
+        try:
+            steps = core(mesh, src, dst_core) + tail
+        except CollectiveError as e:
+            errors.append(e)
+            return
+        yield steps
+        return
+    src_dims = set(src.used_axes)
+    slices = [DynSlice(i, a) for i, d in enumerate(dst.dims) for a in d.axes
+              if a not in src_dims and a not in src.unreduced]
+    local = src.local_shape(mesh)
+    options = []
+    for r in reduced:
+        opts = []
+        j = dst.dim_of(r)
+        if j is not None:
+            opts.append(("rs", j))
+        opts.append(("ar",))
+        if j is None:
+            big = max(range(src.rank), key=lambda i: local[i])
+            opts.append(("rs", big))
+        options.append(opts)
+    seen = 0
+    for combo in itertools.product(*options):
+        red = _reduction_steps(dst, reduced, combo)
+        for order in ("slices-first", "reduce-first"):
+            pre = slices + red if order == "slices-first" else red + slices
+            try:
+                t = src
+                for c in pre:
+                    t = c.apply(t, mesh)
+                steps = pre + core(mesh, t, dst_core) + tail
+            except CollectiveError as e:
+                errors.append(e)
+                continue
+            yield steps
+            seen += 1
+            if not slices:
+                break
+        if seen >= limit:
+            return
+
+
+def _reduction_steps(dst: ArrayType, reduced, combo) -> list:
+    """ReduceScatters (axes bound for one dim in one op, in the target's order), then
+    one AllReduce of the rest (on the smaller shards the reduce-scatters leave)."""
+    by_dim: dict[int, list[str]] = {}
+    ar = []
+    for r, ch in zip(reduced, combo):
+        if ch[0] == "ar":
+            ar.append(r)
+        else:
+            by_dim.setdefault(ch[1], []).append(r)
+    steps = []
+    for j, axes in sorted(by_dim.items()):
+        order = list(dst.dims[j].axes)
+        axes.sort(key=lambda a: order.index(a) if a in order else len(order))
+        steps.append(ReduceScatter(j, tuple(axes)))
+    if ar:
+        steps.append(AllReduce(tuple(ar)))
+    return steps
 
 
 def splits_of(S: tuple[tuple[str, ...], ...], axis_sizes: dict[str, int]) -> tuple[int, ...]:
@@ -97,7 +250,8 @@ def splits_of(S: tuple[tuple[str, ...], ...], axis_sizes: dict[str, int]) -> tup
 
 
 def _strip_unit_axes(t: ArrayType, mesh: Mesh) -> ArrayType:
-    return ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims))
+    return ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims),
+                     t.unreduced)
 
 
 def _normal_steps(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
@@ -126,6 +280,8 @@ def _normal_core(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
     steps = [
         DynSlice(i, a) for i, d in enumerate(dst.dims) for a in d.axes if a not in src_axes
     ]
+    if not src.is_even(mesh) or not dst.is_even(mesh):
+        steps = _uneven_slices(mesh, src, steps)
     a_type = src
     for c in steps:
         a_type = c.apply(a_type, mesh)
@@ -134,9 +290,9 @@ def _normal_core(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
         extra = tuple(a for a in sd.axes if a not in dst_axes)
         b_dims.append(Dim(dd.size, dd.axes + extra))
         gathers += fused_gathers(i, extra, mesh.shape)
-    b_type = ArrayType(tuple(b_dims))
-    if not b_type.is_valid(mesh):
-        raise CollectiveError(f"the normal form's pre-gather type {b_type} does not divide evenly")
+    b_type = ArrayType(tuple(b_dims), src.unreduced)
+    if not b_type.is_even(mesh) and (not src.is_even(mesh) or not dst.is_even(mesh)):
+        gathers = _uneven_gathers(mesh, b_type, gathers)
     steps += _middle(mesh, a_type, b_type)
     # One all-gather per dim removes that dim's source-only suffix.
     return steps + gathers
@@ -180,7 +336,7 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
         return res
 
     def to_type(S):
-        return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(sizes, S)))
+        return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(sizes, S)), a_type.unreduced)
 
     if key(A) == key(B):
         return [AllPermute(b_type)]
@@ -288,6 +444,42 @@ def _middle_fallback(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
     return _merge_permutes(steps)
 
 
+def _uneven_slices(mesh: Mesh, src: ArrayType, steps: list) -> list:
+    """The normal form's DynSlices, merged per dim into one slice where a dim is
+    uneven and the one-at-a-time slices would not nest."""
+    out, t = [], src
+    for i in sorted({c.dim for c in steps}):
+        axes = tuple(a for c in steps if c.dim == i for a in (c.axis,))
+        try:
+            tt = t
+            for a in axes:
+                tt = DynSlice(i, a).apply(tt, mesh)
+            out += [DynSlice(i, a) for a in axes]
+            t = tt
+        except CollectiveError:
+            out.append(DynSlice(i, axes))
+            t = DynSlice(i, axes).apply(t, mesh)
+    return out
+
+
+def _uneven_gathers(mesh: Mesh, b_type: ArrayType, gathers: list) -> list:
+    """The final AllGathers, with a dim whose shards would not nest gathered in one op."""
+    out, t = [], b_type
+    for i in sorted({c.dim for c in gathers}, key=lambda i: [c.dim for c in gathers].index(i)):
+        mine = [c for c in gathers if c.dim == i]
+        try:
+            tt = t
+            for c in mine:
+                tt = c.apply(tt, mesh)
+            out += mine
+            t = tt
+        except CollectiveError:
+            axes = tuple(a for c in reversed(mine) for a in ((c.axis,) if isinstance(c.axis, str) else c.axis))
+            out.append(AllGather(i, axes))
+            t = out[-1].apply(t, mesh)
+    return out
+
+
 def _plan_search(mesh, src, dst, itemsize=4):
     from synth.search import plan_search
 
@@ -330,7 +522,7 @@ def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
     check_itemsize(itemsize, "synthesize: itemsize")
     try:
         fn = PLANNERS[planner]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable planner value
         raise RedistributionError(
             f"synthesize: unknown planner {planner!r}; choose one of {sorted(PLANNERS)}"
         ) from None

@@ -23,6 +23,7 @@ import heapq
 import itertools
 
 from synth.collectives import AllGather, AllPermute, AllToAll, DynSlice
+from synth.errors import CollectiveError
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.types import ArrayType, Dim
@@ -46,7 +47,46 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
                 memory_budget_bytes: int | None = None, alpha_s: float = DEFAULT_ALPHA_S,
                 bandwidth_bytes_per_s: float = DEFAULT_BANDWIDTH_BYTES_PER_S,
                 max_states: int = 20000) -> Plan:
-    from synth.planners import MAX_FUSED_GROUP, plan_normal, splits_of
+    """Pending sums are reduced as the normal planner does (its candidate reductions,
+    see :mod:`synth.planners`), and the rest is searched; the cheapest candidate within
+    the budget wins. Sub-axes are searched on the refined mesh. Uneven dims are not
+    searched: the normal plan is returned, with a note."""
+    from synth.planners import _candidates, _on_work_mesh, _rank, plan_normal
+
+    wm, ws, wd = _on_work_mesh(mesh, src, dst)
+    kw = dict(memory_budget_bytes=memory_budget_bytes, alpha_s=alpha_s,
+              bandwidth_bytes_per_s=bandwidth_bytes_per_s, max_states=max_states)
+    if not (ws.is_even(wm) and wd.is_even(wm)):
+        p = plan_normal(mesh, src, dst, itemsize)
+        return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "search", p.notes + (
+            "search covers even dims only; an uneven dim got the normal planner's plan",))
+    if not (ws.unreduced or wd.unreduced or wm.base):
+        return _plan_search_core(mesh, src, dst, itemsize, **kw)
+    budget = memory_budget_bytes
+    if budget is None:
+        budget = max(ws.shard_elems(wm), wd.shard_elems(wm)) * itemsize
+    best = None
+
+    def core(m, a, b):
+        return list(_plan_search_core(m, a, b, itemsize, **kw).steps)
+
+    for steps in _candidates(wm, ws, wd, core):
+        p = Plan.build(wm, src, dst, steps, itemsize, "search")
+        key = (p.max_shard_bytes > budget, plan_cost(p, alpha_s, bandwidth_bytes_per_s), _rank(p))
+        if best is None or key < best[0]:
+            best = (key, p)
+    if best is None:
+        p = plan_normal(mesh, src, dst, itemsize)
+        return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "search", p.notes)
+    return best[1]
+
+
+def _plan_search_core(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
+                      memory_budget_bytes: int | None = None, alpha_s: float = DEFAULT_ALPHA_S,
+                      bandwidth_bytes_per_s: float = DEFAULT_BANDWIDTH_BYTES_PER_S,
+                      max_states: int = 20000) -> Plan:
+    """The search between two types with the same pending sums (on a refined mesh)."""
+    from synth.planners import MAX_FUSED_GROUP, _normal_steps, splits_of
 
     msize = mesh.shape
     shape = src.shape
@@ -76,10 +116,10 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
         return tuple(tuple(a for a in axes if msize[a] > 1) for axes in S)
 
     def to_type(S):
-        return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(shape, S)))
+        return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(shape, S)), src.unreduced)
 
     def moves(S):
-        used = {a for axes in S for a in axes}
+        used = {a for axes in S for a in axes} | set(src.unreduced)
         sb = shard_bytes(S)
         rank = len(S)
         for i, axes in enumerate(S):
@@ -112,7 +152,13 @@ def plan_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *
             yield ("all_permute",), T, 0.0 if same else cost_of(sb)
 
     # Upper bound from the normal form.
-    best_plan = plan_normal(mesh, src, dst, itemsize)
+    try:
+        best_plan = Plan.build(mesh, src, dst, _normal_steps(mesh, src, dst), itemsize, "normal")
+    except CollectiveError as e:
+        from synth.planners import _easy_steps
+
+        best_plan = Plan.build(mesh, src, dst, _easy_steps(mesh, src, dst), itemsize, "normal", (
+            f"normal form not applicable ({e}); fell back to the easy plan",))
     best_cost = float("inf")
     if best_plan.max_shard_bytes <= budget:
         best_cost = plan_cost(best_plan, alpha_s, bandwidth_bytes_per_s)
