@@ -1,0 +1,704 @@
+"""Hostile-input corpus: every CLI, the Python API and the app, fed what a careless user
+or an attacker would type.
+
+Each case either fails as the project promises -- exit status 2 with exactly one line on
+stderr, no traceback (for the API: a ``RedistributionError`` with a one-line message; for
+the app: no exception and an error shown) -- or is a documented success. No case may
+hang (10 s per case) and the corpus may not use more than 2 GB of memory.
+
+Most cases run in one child process (``python tests/test_hostile.py --worker OUT``), which
+calls each CLI's ``main(argv)`` with captured output, so that the corpus takes well under
+a few minutes and its peak memory is measured apart from the rest of the test session. A
+sample runs as real subprocesses (``python -m ...``, 10 s timeout each).
+
+``python tests/test_hostile.py --summary`` prints the counts by class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+HANG_S = 10.0
+MEMORY_LIMIT_BYTES = 2 * 10**9  # 2 GB
+DIGITS_5000 = "9" * 5000
+BIG = "1" + "0" * 30  # 10**30
+
+# -- the corpus ------------------------------------------------------------------------------
+# A case: (id, class, surface, target, expect[, match])
+#   surface: synth | simulator | executor | experiments (main(argv) in the worker),
+#            api (a callable), app (a callable on an AppTest), subprocess (argv of python -m)
+#   expect:  "error" (exit 2 + one line / RedistributionError / st.error) or "ok"
+#   match:   a substring the error line must contain (optional)
+CASES: list[tuple] = []
+
+
+def case(cid, cls, surface, target, expect="error", match=None):
+    CASES.append((cid, cls, surface, target, expect, match))
+
+
+# ---- synth CLI ----
+PLAN = ["plan"]
+MESHES_BAD = {
+    "empty": ("", "syntax"), "noeq": ("x", "syntax"), "nosize": ("x=", "syntax"), "zero": ("x=0", "syntax"),
+    "neg": ("x=-1", "syntax"), "float": ("x=1.5", "syntax"), "exp": ("x=1e3", "syntax"),
+    "dup": ("x=2,x=2", "syntax"), "numname": ("1=2", "syntax"), "newline": ("x\n=2", "syntax"),
+    "semicolon": ("x=2;y=4", "syntax"), "doublecomma": ("x=2,,y=4", "syntax"), "space": (" ", "syntax"),
+    "1e9": ("x=1000000000", "caps"), "65537": ("x=65537", "caps"), "2^20": ("x=1024,y=1024", "caps"),
+    "10^30": (f"x={BIG}", "big-number"), "5000digits": (f"x={DIGITS_5000}", "big-number"),
+    "17axes": (",".join(f"a{i}=1" for i in range(17)), "caps"),
+    "unicode_name": ("é=2,y=4", "syntax"), "nul": ("x=2\x00", "syntax"),
+}
+for k, (m, cls) in MESHES_BAD.items():
+    case(f"synth-plan-mesh-{k}", cls, "synth", PLAN + ["--mesh", m])
+TYPES_BAD = {
+    "empty": ("", "syntax"), "brackets": ("[]", "syntax"), "unclosed": ("[1024{y}", "syntax"),
+    "nobrackets": ("1024", "syntax"), "zero": ("[0]", "syntax"), "neg": ("[-8]", "syntax"),
+    "exp": ("[1e30]", "big-number"), "10^30": (f"[{BIG}{{y}}, 512, 256{{x}}]", "big-number"),
+    "5000digits": (f"[{DIGITS_5000}]", "big-number"), "rank1000": ("[" + ", ".join(["2"] * 1000) + "]", "caps"),
+    "rank33": ("[" + ", ".join(["1"] * 33) + "]", "caps"), "elements": ("[100000000000, 100000000000]", "caps"),
+    "unknownaxis": ("[1024{q}, 512, 256]", "syntax"), "axistwice": ("[1024{x,x}, 512, 256]", "syntax"),
+    "axis2dims": ("[1024{x}, 512{x}, 256]", "syntax"), "nested": ("[1024{{x}}, 512, 256]", "syntax"),
+    "badbrace": ("[1024}, 512, 256]", "syntax"), "pspec_noshape": ("P('x', None)", "syntax"),
+    "pspec_code": ("__import__('os').system('true')", "syntax"), "shape_mismatch": ("[1024{y}, 512]", "syntax"),
+    "float": ("[10.5, 512, 256]", "syntax"), "deep": ("[" * 5000 + "]" * 5000, "syntax"),
+    "emptyaxis": ("[1024{x,}, 512, 256]", "syntax"), "unreduced_bad": ("[1024, 512, 256]{U:q}", "syntax"),
+}
+for k, (t, cls) in TYPES_BAD.items():
+    case(f"synth-plan-src-{k}", cls, "synth", PLAN + ["--src", t])
+for k in ("empty", "unclosed", "10^30", "rank1000", "unknownaxis", "elements"):
+    case(f"synth-plan-dst-{k}", TYPES_BAD[k][1], "synth", PLAN + ["--dst", TYPES_BAD[k][0]])
+for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "syntax"), ("exp", "1e30", "big-number"),
+                  ("10^30", BIG, "big-number"), ("65", "65", "caps"), ("abc", "abc", "syntax"),
+                  ("5000digits", DIGITS_5000, "big-number"), ("empty", "", "syntax"), ("float", "4.0", "syntax")):
+    case(f"synth-plan-itemsize-{k}", cls, "synth", PLAN + ["--itemsize", v])
+case("synth-plan-planner-bogus", "syntax", "synth", PLAN + ["--planner", "bogus"])
+case("synth-plan-unknown-flag", "syntax", "synth", PLAN + ["--bogus"])
+case("synth-no-command", "syntax", "synth", [])
+case("synth-bad-command", "syntax", "synth", ["explode"])
+for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "syntax"), ("exp", "1e30", "caps"),
+                  ("10^30", BIG, "caps"), ("over", "100001", "caps"), ("abc", "abc", "syntax")):
+    case(f"synth-bench-cases-{k}", cls, "synth", ["bench", "--cases", v])
+for k, v in (("neg", "-1"), ("10^40", "1" + "0" * 40), ("abc", "abc")):
+    case(f"synth-bench-seed-{k}", "big-number" if k == "10^40" else "syntax", "synth",
+         ["bench", "--cases", "1", "--seed", v])
+case("synth-plan-default", "success", "synth", PLAN, "ok")
+case("synth-plan-json", "success", "synth", PLAN + ["--json"], "ok")
+case("synth-plan-65536-devices", "success", "synth",
+     PLAN + ["--mesh", "x=256,y=256", "--src", "[65536{x}, 65536{y}]", "--dst", "[65536{y}, 65536{x}]"], "ok")
+case("synth-plan-itemsize-64", "success", "synth", PLAN + ["--itemsize", "64"], "ok")
+case("synth-bench-1", "success", "synth", ["bench", "--cases", "1", "--json"], "ok")
+case("synth-help", "success", "synth", ["--help"], "ok")
+
+# ---- simulator CLI ----
+RUN = ["run"]
+for k, v, cls in (("empty", "", "syntax"), ("unknown", "nope", "syntax"), ("zero", "cpu-host:0", "syntax"),
+                  ("100000", "cpu-host:100000", "caps"), ("1e9", "cpu-host:1000000000", "caps"),
+                  ("neg", "cpu-host:-1", "syntax"), ("torus-rank", "tpu-v4:4x4", "syntax"),
+                  ("torus-huge", f"tpu-v4:{BIG}x4x4", "big-number"), ("exp", "cpu-host:1e9", "syntax"),
+                  ("folder", "{tmp}", "files"), ("nonutf8", "{tmp}/nonutf8.yaml", "files"),
+                  ("list", "{tmp}/list.yaml", "files"), ("passwd", "/etc/passwd", "files"),
+                  ("devzero", "/dev/zero", "files"), ("gpu-zero", "dgx-h100:0", "syntax"),
+                  ("colon", ":::", "syntax"), ("5000digits", f"cpu-host:{DIGITS_5000}", "big-number")):
+    case(f"sim-run-hardware-{k}", cls, "simulator", RUN + ["--hardware", v])
+for flag in ("--bandwidth-scale", "--latency-scale"):
+    for k, v in (("inf", "inf"), ("-inf", "-inf"), ("nan", "nan"), ("neg", "-1"), ("huge", "1e308"),
+                 ("abc", "abc"), ("10^400", "1e400")):
+        case(f"sim-run{flag}-{k}", "silent" if k in ("inf", "nan", "10^400") else "syntax", "simulator",
+             RUN + [flag, v])
+case("sim-run--bandwidth-scale-0", "silent", "simulator", RUN + ["--bandwidth-scale", "0"])
+case("sim-run--latency-scale-0", "success", "simulator", RUN + ["--latency-scale", "0"], "ok")
+for k, v in (("0", "0"), ("neg", "-1"), ("1e9", "1000000000"), ("abc", "abc")):
+    case(f"sim-run-max-chunks-{k}", "caps" if k == "1e9" else "syntax", "simulator", RUN + ["--max-chunks", v])
+for k in ("1e9", "10^30", "5000digits", "17axes", "newline"):
+    case(f"sim-run-mesh-{k}", MESHES_BAD[k][1], "simulator", RUN + ["--mesh", MESHES_BAD[k][0]])
+for k in ("10^30", "rank1000", "elements", "deep", "pspec_code"):
+    case(f"sim-run-src-{k}", TYPES_BAD[k][1], "simulator", RUN + ["--src", TYPES_BAD[k][0]])
+for k, v in (("10^30", BIG), ("65", "65"), ("0", "0")):
+    case(f"sim-run-itemsize-{k}", "caps" if k != "0" else "silent", "simulator", RUN + ["--itemsize", v])
+SCHED = {
+    "missing": "{tmp}/nope.json", "folder": "{tmp}", "devzero": "/dev/zero", "nonutf8": "{tmp}/nonutf8.json",
+    "badjson": "{tmp}/bad.json", "list": "{tmp}/list.json", "negbytes": "{tmp}/s-negbytes.json",
+    "floatid": "{tmp}/s-floatid.json", "repeated": "{tmp}/s-repeated.json", "outside": "{tmp}/s-outside.json",
+    "hugedevices": "{tmp}/s-hugedevices.json", "zerodevices": "{tmp}/s-zerodevices.json",
+    "noops": "{tmp}/s-noops.json", "badkind": "{tmp}/s-badkind.json", "opsnotlist": "{tmp}/s-opsnotlist.json",
+    "bytes1e30": "{tmp}/s-bytes1e30.json", "deepjson": "{tmp}/deep.json", "emptygroup": "{tmp}/s-emptygroup.json",
+    "permutegroups": "{tmp}/s-permutegroups.json", "twogroups": "{tmp}/s-twogroups.json",
+    "boolbytes": "{tmp}/s-boolbytes.json", "strbytes": "{tmp}/s-strbytes.json", "empty": "{tmp}/empty.json",
+}
+for k, f in SCHED.items():
+    case(f"sim-run-schedule-{k}", "files" if k in ("missing", "folder", "devzero", "nonutf8", "badjson",
+                                                    "deepjson", "empty") else "schedule-schema",
+         "simulator", RUN + ["--hardware", "cpu-host:8", "--schedule", f])
+case("sim-run-schedule-ok", "success", "simulator", RUN + ["--hardware", "cpu-host:2", "--schedule",
+                                                           "{tmp}/s-ok.json", "--json"], "ok")
+case("sim-run-schedule-and-src", "syntax", "simulator",
+     RUN + ["--hardware", "cpu-host:8", "--schedule", "{tmp}/s-ok.json", "--src", "[8{x}]"])
+for k, v in (("folder", "{tmp}"), ("missingparent", "{tmp}/no/such/t.csv"), ("devfull", "/dev/full"),
+             ("devnull", "/dev/null"), ("proc", "/proc/t.csv"), ("empty", "")):
+    case(f"sim-run-trace-{k}", "files", "simulator", RUN + ["--trace", v])
+case("sim-run-trace-ok", "success", "simulator", RUN + ["--trace", "{tmp}/out/t.csv"], "ok")
+for k, v in (("bogus", "bogus"), ("devices-dup", "devices:1,1,1,1,1,1,1,1"), ("devices-short", "devices:0,1"),
+             ("devices-huge", "devices:" + ",".join(map(str, range(100000)))), ("devices-neg", "devices:-1"),
+             ("axes-bad", "x=Q"), ("10^30", f"devices:{BIG}")):
+    case(f"sim-run-placement-{k}", "syntax", "simulator",
+         RUN + ["--hardware", "cpu-host:8", "--mesh", "x=8", "--src", "[8{x}]", "--dst", "[8]", "--placement", v])
+for k, v in (("empty", ""), ("abc", "abc"), ("exp", "1e30"), ("unknown", "99999"), ("mixed", "64,abc"),
+             ("10^30", BIG)):
+    case(f"sim-bench-sizes-{k}", "syntax", "simulator", ["bench", "--sizes", v])
+case("sim-profiles", "success", "simulator", ["profiles", "--json"], "ok")
+case("sim-run-default", "success", "simulator", RUN + ["--json"], "ok")
+case("sim-no-command", "syntax", "simulator", [])
+
+# ---- executor CLI (every case fails before JAX starts, or does not start it) ----
+CG = ["codegen", "--mesh", "x=4,y=2", "--src", "[8{y}, 16, 8{x}]", "--dst", "[8, 16{x,y}, 8]"]
+XS = ["xla-schedule", "--mesh", "x=4,y=2", "--src", "[8{y}, 16, 8{x}]", "--dst", "[8, 16{x,y}, 8]"]
+CMP = ["compare", "--mesh", "x=4,y=2", "--src", "[8{y}, 16, 8{x}]", "--dst", "[8, 16{x,y}, 8]"]
+for k in ("1e9", "10^30", "5000digits", "17axes", "zero", "nul"):
+    case(f"exec-codegen-mesh-{k}", MESHES_BAD[k][1], "executor",
+         ["codegen", "--mesh", MESHES_BAD[k][0], "--src", "[8]", "--dst", "[8]"])
+for k in ("10^30", "5000digits", "rank1000", "elements", "pspec_code", "deep", "unknownaxis"):
+    case(f"exec-codegen-src-{k}", TYPES_BAD[k][1], "executor",
+         ["codegen", "--mesh", "x=4,y=2", "--src", TYPES_BAD[k][0], "--dst", "[8, 16{x,y}, 8]"])
+for k, v in (("exp", "1e30"), ("10^30", f"{BIG},8"), ("5000digits", DIGITS_5000), ("neg", "-8,16,8"),
+             ("abc", "a,b"), ("empty", ""), ("commas", "8,,8")):
+    case(f"exec-codegen-shape-{k}", "big-number" if k in ("10^30", "5000digits", "exp") else "syntax", "executor",
+         ["codegen", "--mesh", "x=4,y=2", "--src", "P('y', None, 'x')", "--dst", "P(None, ('x','y'), None)",
+          "--shape", v])
+for k, v in (("0", "0"), ("10^30", BIG), ("65", "65"), ("abc", "abc")):
+    case(f"exec-codegen-itemsize-{k}", "caps" if k in ("10^30", "65") else "syntax", "executor",
+         CG + ["--itemsize", v])
+for k, v in (("folder", "{tmp}"), ("missingparent", "{tmp}/no/such/g.py"), ("devfull", "/dev/full"),
+             ("proc", "/proc/g.py")):
+    case(f"exec-codegen-out-{k}", "files", "executor", CG + ["--out", v])
+case("exec-codegen-out-ok", "success", "executor", CG + ["--out", "{tmp}/out/g.py"], "ok")
+case("exec-codegen-planner-bogus", "syntax", "executor", CG + ["--planner", "bogus"])
+for k, v in (("0", "0"), ("neg", "-1"), ("100000", "100000"), ("10^30", BIG), ("abc", "abc")):
+    case(f"exec-xla-schedule-devices-{k}", "caps" if k in ("100000", "10^30") else "syntax", "executor",
+         XS + ["--devices", v])
+case("exec-xla-schedule-mesh-100000", "caps", "executor",
+     ["xla-schedule", "--mesh", "x=100000", "--src", "[100000{x}]", "--dst", "[100000]"])
+for k, v in (("folder", "{tmp}"), ("missingparent", "{tmp}/no/such/s.json"), ("devfull", "/dev/full")):
+    case(f"exec-xla-schedule-out-{k}", "files", "executor", XS + ["--out", v])
+for k, v, cls in (("1", "1", "silent"), ("0", "0", "silent"), ("10^30", BIG, "caps"), ("abc", "abc", "syntax")):
+    case(f"exec-compare-repeats-{k}", cls, "executor", CMP + ["--repeats", v])
+case("exec-compare-warmup-neg", "syntax", "executor", CMP + ["--warmup", "-1"])
+case("exec-compare-memory", "caps", "executor",
+     ["compare", "--mesh", "x=8", "--src", "[8{x}, 4294967296]", "--dst", "[8, 4294967296{x}]"])
+for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "silent"), ("exp", "1e30", "caps"), ("10^30", BIG, "caps")):
+    case(f"exec-report-cases-{k}", cls, "executor", ["report", "--cases", v])
+for k, v in (("0", "0"), ("neg", "-3"), ("huge", "1048576")):
+    case(f"exec-report-scale-{k}", "silent" if k != "huge" else "caps", "executor", ["report", "--scale", v])
+case("exec-report-repeats-1", "silent", "executor", ["report", "--repeats", "1"])
+for k, v in (("folder", "{tmp}"), ("missing", "{tmp}/nope.json"), ("nonutf8", "{tmp}/nonutf8.json"),
+             ("badjson", "{tmp}/bad.json"), ("list", "{tmp}/list.json"), ("devzero", "/dev/zero")):
+    case(f"exec-report-calibration-{k}", "files" if k != "folder" else "silent", "executor",
+         ["report", "--calibration", v])
+for k, v in (("folder", "{tmp}"), ("devfull", "/dev/full"), ("proc", "/proc/x/cal.json"), ("empty", "")):
+    case(f"exec-calibrate-out-{k}", "files", "executor", ["calibrate", "--out", v])
+case("exec-calibrate-no-out", "syntax", "executor", ["calibrate"])
+case("exec-no-command", "syntax", "executor", [])
+case("exec-help", "success", "executor", ["--help"], "ok")
+
+# ---- experiments CLI ----
+CONFIGS = {
+    # name: (yaml text, class, match)
+    "count-1e30": ("suites: [{random: {count: 1e30}}]", "caps", "count"),
+    "count-1.0e30": ("suites: [{random: {count: 1.0e+30}}]", "caps", "count"),
+    "count-1e8": ("suites: [{random: {count: 100000000}}]", "caps", "count"),
+    "count-neg": ("suites: [{random: {count: -1}}]", "config-schema", "count"),
+    "count-str": ("suites: [{random: {count: many}}]", "config-schema", "count"),
+    "maxdev-1e9": ("suites: [{random: {count: 2, max_devices: 1000000000}}]", "caps", "max_devices"),
+    "seed-float": ("suites: [{random: {count: 2, seed: 0.5}}]", "config-schema", "seed"),
+    "names-int": ("suites: [{transformer: {names: 3}}]", "config-schema", "names"),
+    "suite-unknown": ("suites: [nope]", "config-schema", "unknown suite"),
+    "suite-param-unknown": ("suites: [{transformer: {speed: 3}}]", "config-schema", "speed"),
+    "suite-two-names": ("suites: [{transformer: {}, random: {}}]", "config-schema", "one name"),
+    "suite-params-int": ("suites: [{transformer: 3}]", "config-schema", "transformer"),
+    "suites-mapping": ("suites: {a: 1}", "config-schema", "suites"),
+    "measure-max-devices-str": ("suites: [transformer]\nmeasure: {max_devices: x}", "config-schema", "max_devices"),
+    "measure-max-devices-float": ("suites: [transformer]\nmeasure: {max_devices: 1.5}", "config-schema", "max_devices"),
+    "measure-list": ("suites: [transformer]\nmeasure: [1, 2]", "config-schema", "measure"),
+    "measure-unknown": ("suites: [transformer]\nmeasure: {bogus: 1}", "config-schema", "bogus"),
+    "measure-enabled-str": ("suites: [transformer]\nmeasure: {enabled: sure}", "config-schema", "enabled"),
+    "measure-repeats-huge": ("suites: [transformer]\nmeasure: {repeats: 1000000000}", "caps", "repeats"),
+    "case-name-list": ("cases: [{name: [1, 2], mesh: 'x=2', src: '[4{x}]', dst: '[4]'}]", "config-schema", "name"),
+    "case-name-dict": ("cases: [{name: {a: 1}, mesh: 'x=2', src: '[4{x}]', dst: '[4]'}]", "config-schema", "name"),
+    "case-missing-dst": ("cases: [{name: a, mesh: 'x=2', src: '[4{x}]'}]", "config-schema", "dst"),
+    "case-mesh-1e9": ("cases: [{name: a, mesh: 'x=1000000000', src: '[4{x}]', dst: '[4]'}]", "caps", "65,536"),
+    "case-mesh-int": ("cases: [{name: a, mesh: 8, src: '[4{x}]', dst: '[4]'}]", "config-schema", "mesh"),
+    "case-dtype": ("cases: [{name: a, mesh: 'x=2', src: '[4{x}]', dst: '[4]', dtype: float99}]", "config-schema",
+                   "float99"),
+    "case-src-10^30": (f"cases: [{{name: a, mesh: 'x=2', src: '[{BIG}{{x}}]', dst: '[4]'}}]", "big-number", "digits"),
+    "case-unknown-key": ("cases: [{name: a, mesh: 'x=2', src: '[4{x}]', dst: '[4]', speed: 1}]", "config-schema",
+                         "speed"),
+    "case-dup": ("cases: [{name: a, mesh: 'x=2', src: '[4{x}]', dst: '[4]'}, "
+                 "{name: a, mesh: 'x=2', src: '[4{x}]', dst: '[4]'}]", "config-schema", "twice"),
+    "whatif-inf": ("suites: [transformer]\nwhatif: {bandwidth_scale: [.inf]}", "config-schema", "bandwidth_scale"),
+    "whatif-nan": ("suites: [transformer]\nwhatif: {latency_scale: [.nan]}", "config-schema", "latency_scale"),
+    "whatif-bool": ("suites: [transformer]\nwhatif: {bandwidth_scale: [true]}", "config-schema", "bandwidth_scale"),
+    "whatif-zero": ("suites: [transformer]\nwhatif: {bandwidth_scale: [0]}", "config-schema", "positive"),
+    "whatif-itemsize-big": ("suites: [transformer]\nwhatif: {itemsize: [1000]}", "caps", "itemsize"),
+    "whatif-int": ("suites: [transformer]\nwhatif: 3", "config-schema", "whatif"),
+    "whatif-unknown": ("suites: [transformer]\nwhatif: {speed: [1]}", "config-schema", "speed"),
+    "whatif-huge-list": ("suites: [transformer]\nwhatif: {bandwidth_scale: [" + ", ".join(["1.5"] * 1001) + "]}",
+                         "caps", "bandwidth_scale"),
+    "runner-timeout-neg": ("suites: [transformer]\nrunner: {timeout_s: -1}", "config-schema", "timeout_s"),
+    "runner-timeout-inf": ("suites: [transformer]\nrunner: {timeout_s: .inf}", "config-schema", "timeout_s"),
+    "runner-workers-float": ("suites: [transformer]\nrunner: {workers: 1.5}", "config-schema", "workers"),
+    "runner-workers-0": ("suites: [transformer]\nrunner: {workers: 0}", "config-schema", "workers"),
+    "runner-workers-huge": ("suites: [transformer]\nrunner: {workers: 1000000}", "caps", "workers"),
+    "runner-simulator": ("suites: [transformer]\nrunner: {simulator: magic}", "config-schema", "simulator"),
+    "machine-unknown": ("suites: [transformer]\nmachines: [tpu-v9]", "config-schema", "tpu-v9"),
+    "machine-int": ("suites: [transformer]\nmachines: [3]", "config-schema", "machines"),
+    "machine-empty": ("suites: [transformer]\nmachines: []", "config-schema", "machines"),
+    "machine-sizes-key": ("suites: [transformer]\nmachines: [{profile: tpu-v4, sizes: {abc: 4x4}}]", "config-schema",
+                          "sizes"),
+    "machine-sizes-list": ("suites: [transformer]\nmachines: [{profile: tpu-v4, sizes: [1]}]", "config-schema",
+                           "sizes"),
+    "machine-sizes-wrong": ("suites: [transformer]\nmachines: [{profile: tpu-v4, sizes: {64: 4x4x2}}]",
+                            "config-schema", "64"),
+    "machine-sizes-huge": ("suites: [transformer]\nmachines: [{profile: cpu-host, sizes: {1000000: '1000000'}}]",
+                           "caps", "sizes"),
+    "planner-unknown": ("suites: [transformer]\nplanners: [fast]", "config-schema", "unknown planner"),
+    "planner-dup": ("suites: [transformer]\nplanners: [normal, normal]", "config-schema", "twice"),
+    "planner-empty": ("suites: [transformer]\nplanners: []", "config-schema", "planners"),
+    "top-unknown": ("suites: [transformer]\nspeed: 3", "config-schema", "unknown key"),
+    "top-list": ("- a\n- b", "config-schema", "top level"),
+    "top-scalar": ("42", "config-schema", "top level"),
+    "top-empty": ("", "config-schema", "top level"),
+    "no-cases": ("machines: [tpu-v4]", "config-schema", "no cases"),
+    "name-list": ("name: [1]\nsuites: [transformer]", "config-schema", "name"),
+    "yaml-unclosed": ("suites: [transformer\nmachines: {a: b\n", "yaml", "YAML"),
+    "yaml-tab": ("suites:\n\t- transformer\n", "yaml", "YAML"),
+    "yaml-alias": ("a: &a [1]\nb: *c\n", "yaml", "YAML"),
+    "yaml-python-tag": ("suites: !!python/object/apply:os.system ['true']", "yaml", "YAML"),
+    "yaml-billion-laughs": ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
+                            "suites: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]", "config-schema", "suites"),
+    "yaml-deep": ("suites: " + "[" * 2000 + "]" * 2000, "yaml", None),
+}
+for k, (text, cls, match) in CONFIGS.items():
+    case(f"exp-config-{k}", cls, "experiments", ["run", "{tmp}/cfg-" + k + ".yaml", "--out", "{tmp}/o-" + k],
+         "error", match)
+for k, (f, cls) in {"missing": ("{tmp}/nope.yaml", "files"), "folder": ("{tmp}", "files"),
+                    "nonutf8": ("{tmp}/nonutf8.yaml", "files"), "devzero": ("/dev/zero", "files"),
+                    "bom": ("{tmp}/bom.yaml", "config-schema")}.items():
+    case(f"exp-run-config-{k}", cls, "experiments", ["run", f, "--out", "{tmp}/o-x"])
+for k, v in (("isfile", "{tmp}/nonutf8.yaml"), ("devfull", "/dev/full"), ("proc", "/proc/xx/out"),
+             ("empty", "")):
+    case(f"exp-run-out-{k}", "files", "experiments", ["run", "{tmp}/cfg-ok.yaml", "--out", v])
+for k, v in (("0", "0"), ("neg", "-1"), ("huge", "1000000"), ("abc", "abc")):
+    case(f"exp-run-workers-{k}", "caps" if k == "huge" else "syntax", "experiments",
+         ["run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/o-w", "--workers", v])
+for k, v in (("neg", "-1"), ("0", "0"), ("10^30", BIG)):
+    case(f"exp-run-limit-{k}", "silent", "experiments", ["run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/o-l",
+                                                       "--limit", v])
+for k, v in (("missing", "{tmp}/nope"), ("file", "{tmp}/nonutf8.yaml"), ("emptydir", "{tmp}/emptydir"),
+             ("garbagerows", "{tmp}/garbage"), ("nonutf8rows", "{tmp}/nonutf8rows"),
+             ("listrows", "{tmp}/listrows")):
+    case(f"exp-report-dir-{k}", "files", "experiments", ["report", v])
+case("exp-report-planner-bogus", "syntax", "experiments", ["report", "{tmp}/results", "--planner", "bogus"])
+for k, v in (("folder", "{tmp}"), ("devfull", "/dev/full"), ("proc", "/proc/x/r.html")):
+    case(f"exp-report-html-{k}", "files", "experiments", ["report", "{tmp}/results", "--html", v])
+case("exp-suites-bogus", "syntax", "experiments", ["suites", "--suite", "bogus"])
+case("exp-suites-json", "success", "experiments", ["suites", "--json"], "ok")
+case("exp-no-command", "syntax", "experiments", [])
+
+
+# ---- Python API ----
+def _api_cases():
+    import models
+    import synth
+    from synth import ArrayType, Mesh, Schedule, parse_type, synthesize
+
+    def s(**kw):
+        base = dict(mesh="x=2,y=4", src="[1024{y}, 512, 256{x}]", dst="[1024, 512{x,y}, 256]")
+        base.update(kw)
+        planner = base.pop("planner", "normal")
+        itemsize = base.pop("itemsize", 4)
+        return lambda: synthesize(base["mesh"], base["src"], base["dst"], planner=planner, itemsize=itemsize)
+
+    out = {
+        "mesh-of-none": lambda: Mesh.of(None), "mesh-of-int": lambda: Mesh.of(3),
+        "mesh-of-float-size": lambda: Mesh.of({"x": 2.0}), "mesh-of-str-size": lambda: Mesh.of({"x": "2"}),
+        "mesh-of-newline": lambda: Mesh.of({"x\n": 2}), "mesh-of-int-name": lambda: Mesh.of({1: 2}),
+        "mesh-of-huge": lambda: Mesh.of({"x": 10**30}), "mesh-of-1e9": lambda: Mesh.of({"x": 10**9}),
+        "mesh-of-neg": lambda: Mesh.of({"x": -1}), "mesh-of-empty": lambda: Mesh.of({}),
+        "mesh-of-bytes": lambda: Mesh.of(b"x=2"), "mesh-of-list": lambda: Mesh.of([("x", 2)]),
+        "mesh-tuple-bad": lambda: Mesh((("x", 2, 3),)), "mesh-bool": lambda: Mesh.of({"x": True}),
+        "type-none": lambda: ArrayType.parse(None), "type-int": lambda: ArrayType.parse(3),
+        "type-xy-axis": lambda: ArrayType(((8, "xy"),)), "type-bad-dim": lambda: ArrayType(((8, 3),)),
+        "type-float-size": lambda: ArrayType(((8.5, ()),)), "type-huge": lambda: ArrayType(((10**30, ()),)),
+        "type-rank1000": lambda: ArrayType(tuple((2, ()) for _ in range(1000))),
+        "type-dims-none": lambda: ArrayType(None),
+        "from-spec-shape-str": lambda: ArrayType.from_spec("x=2", ("x",)),
+        "from-spec-spec-int": lambda: ArrayType.from_spec((8,), 3),
+        "from-spec-shape-none": lambda: ArrayType.from_spec(None, ("x",)),
+        "from-spec-entry-int": lambda: ArrayType.from_spec((8,), (3,)),
+        "parse-type-code": lambda: parse_type("__import__('os').getcwd()", shape=(8,)),
+        "parse-type-noshape": lambda: parse_type("P('x')"),
+        "parse-type-shape-mismatch": lambda: parse_type("[8{x}]", shape=(4,)),
+        "synth-planner-none": s(planner=None), "synth-planner-dict": s(planner={}),
+        "synth-planner-list": s(planner=[]), "synth-itemsize-bool": s(itemsize=True),
+        "synth-itemsize-float": s(itemsize=2.5), "synth-itemsize-str": s(itemsize="4"),
+        "synth-itemsize-huge": s(itemsize=10**30), "synth-itemsize-0": s(itemsize=0),
+        "synth-mesh-none": s(mesh=None), "synth-src-none": s(src=None), "synth-dst-int": s(dst=3),
+        "synth-shape-mismatch": s(dst="[1024, 512]"),
+        "schedule-none": lambda: Schedule.from_dict(None), "schedule-list": lambda: Schedule.from_dict([]),
+        "schedule-noops": lambda: Schedule.from_dict({"num_devices": 2}),
+        "profile-none": lambda: models.load_profile(None), "profile-int": lambda: models.load_profile(3),
+        "profile-unknown": lambda: models.load_profile("nope"),
+        "profile-100000": lambda: models.load_profile("cpu-host:100000"),
+        "profile-huge-torus": lambda: models.load_profile(f"tpu-v4:{BIG}x4x4"),
+        "synth-ok": s(),
+    }
+    for k, fn in out.items():
+        yield k, fn, "ok" if k == "synth-ok" else "error"
+    del synth
+
+
+API_IDS = ["mesh-of-none", "mesh-of-int", "mesh-of-float-size", "mesh-of-str-size", "mesh-of-newline",
+           "mesh-of-int-name", "mesh-of-huge", "mesh-of-1e9", "mesh-of-neg", "mesh-of-empty", "mesh-of-bytes",
+           "mesh-of-list", "mesh-tuple-bad", "mesh-bool", "type-none", "type-int", "type-xy-axis", "type-bad-dim",
+           "type-float-size", "type-huge", "type-rank1000", "type-dims-none", "from-spec-shape-str",
+           "from-spec-spec-int", "from-spec-shape-none", "from-spec-entry-int", "parse-type-code",
+           "parse-type-noshape", "parse-type-shape-mismatch", "synth-planner-none", "synth-planner-dict",
+           "synth-planner-list", "synth-itemsize-bool", "synth-itemsize-float", "synth-itemsize-str",
+           "synth-itemsize-huge", "synth-itemsize-0", "synth-mesh-none", "synth-src-none", "synth-dst-int",
+           "synth-shape-mismatch", "schedule-none", "schedule-list", "schedule-noops", "profile-none",
+           "profile-int", "profile-unknown", "profile-100000", "profile-huge-torus", "synth-ok"]
+for k in API_IDS:
+    case(f"api-{k}", "success" if k == "synth-ok" else "api", "api", k, "ok" if k == "synth-ok" else "error")
+
+# ---- the app (Streamlit AppTest): sidebar inputs on the Plan page ----
+APP_INPUTS = {
+    "mesh": ["", "x", "x=1000000000", f"x={BIG}", f"x={DIGITS_5000}", "x=2,x=2", "data=16;model=4", "x\n=2"],
+    "shape": ["", "a,b", "1e30", f"{BIG}, 8", DIGITS_5000, ", ".join(["2"] * 1000), "-8, 8", "100000000000, 100000000000"],
+    "src": ["", "[8192{q}, 32768]", f"[{BIG}{{data}}, 32768{{model}}]", "__import__('os')", "[" * 3000],
+    "dst": ["", "P('zzz')", "[8192, 32768]{U:q}", "[1e30]"],
+    "machine_size": ["", "0", "100000", f"{BIG}", "4x4", "abc", "4x4x4x4x4"],
+}
+for key, values in APP_INPUTS.items():
+    for i, v in enumerate(values):
+        # an empty shape means "the shardings' own shape"; an empty size "the profile's default"
+        empty_ok = v == "" and key in ("shape", "machine_size")
+        case(f"app-{key}-{i}", "success" if empty_ok else "app", "app", (key, v), "ok" if empty_ok else "error")
+case("app-default", "success", "app", None, "ok")
+
+# ---- real subprocesses: a sample, including the issue's examples ----
+SUB = [
+    ("sub-synth-plan-mesh-1e9", ["synth", "plan", "--mesh", "x=1000000000", "--src", "[1000000000{x}]",
+                                 "--dst", "[1000000000]"], "error"),
+    ("sub-synth-bench-cases-1e30", ["synth", "bench", "--cases", "1e30"], "error"),
+    ("sub-synth-bench-cases-10^30", ["synth", "bench", "--cases", BIG], "error"),
+    ("sub-synth-itemsize-10^30", ["synth", "plan", "--itemsize", BIG], "error"),
+    ("sub-synth-src-5000digits", ["synth", "plan", "--src", f"[{DIGITS_5000}]"], "error"),
+    ("sub-synth-src-rank1000", ["synth", "plan", "--src", "[" + ", ".join(["2"] * 1000) + "]"], "error"),
+    ("sub-sim-hardware-100000", ["simulator", "run", "--hardware", "cpu-host:100000", "--mesh", "x=100000",
+                                 "--src", "[100000{x}]", "--dst", "[100000]"], "error"),
+    ("sub-sim-bandwidth-inf", ["simulator", "run", "--bandwidth-scale", "inf"], "error"),
+    ("sub-sim-schedule-negbytes", ["simulator", "run", "--hardware", "cpu-host:8", "--schedule",
+                                   "{tmp}/s-negbytes.json"], "error"),
+    ("sub-sim-trace-devfull", ["simulator", "run", "--trace", "/dev/full"], "error"),
+    ("sub-exec-xla-schedule-devices-100000", ["executor", "xla-schedule", "--mesh", "x=100000", "--src",
+                                              "[100000{x}]", "--dst", "[100000]", "--devices", "100000"], "error"),
+    ("sub-exec-report-cases-0", ["executor", "report", "--cases", "0"], "error"),
+    ("sub-exec-report-calibration-dir", ["executor", "report", "--calibration", "{tmp}"], "error"),
+    ("sub-exec-calibrate-out-dir", ["executor", "calibrate", "--out", "{tmp}"], "error"),
+    ("sub-exec-codegen-out-devfull", CG[:1] + CG[1:] + ["--out", "/dev/full"], "error"),
+    ("sub-exp-config-count-1e30", ["experiments", "run", "{tmp}/cfg-count-1.0e30.yaml", "--out", "{tmp}/o"], "error"),
+    ("sub-exp-config-yaml", ["experiments", "run", "{tmp}/cfg-yaml-unclosed.yaml", "--out", "{tmp}/o"], "error"),
+    ("sub-exp-limit-neg", ["experiments", "run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/o", "--limit", "-1"], "error"),
+    ("sub-exp-config-nonutf8", ["experiments", "run", "{tmp}/nonutf8.yaml", "--out", "{tmp}/o"], "error"),
+    ("sub-synth-plan-ok", ["synth", "plan", "--json"], "ok"),
+    ("sub-sim-run-ok", ["simulator", "run", "--hardware", "cpu-host:8", "--mesh", "x=8", "--src", "[64{x}]",
+                        "--dst", "[64]", "--json"], "ok"),
+    ("sub-exec-codegen-ok", CG, "ok"),
+    ("sub-exp-suites-ok", ["experiments", "suites", "--json"], "ok"),
+]
+
+
+# -- fixtures: hostile files -------------------------------------------------------------------
+def make_files(tmp: Path) -> None:
+    (tmp / "out").mkdir(exist_ok=True)
+    (tmp / "emptydir").mkdir(exist_ok=True)
+    (tmp / "nonutf8.yaml").write_bytes(b"name: \xff\xfe caf\xe9\n")
+    (tmp / "nonutf8.json").write_bytes(b'{"num_devices": 2, "name": "\xff"}')
+    (tmp / "bad.json").write_text('{"num_devices": 2, "ops": [')
+    (tmp / "list.json").write_text("[1, 2, 3]")
+    (tmp / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp / "empty.json").write_text("")
+    (tmp / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    (tmp / "bom.yaml").write_bytes(b"\xef\xbb\xbfsuites: [transformer]\nplanners: [fast]\n")
+    op = {"kind": "all_gather", "in_bytes": 4, "out_bytes": 8, "send_bytes": 4, "recv_bytes": 4,
+          "groups": [[0, 1]], "label": ""}
+    good = {"name": "s", "num_devices": 2, "meta": {}, "ops": [op]}
+
+    def sched(name, **change):
+        d = json.loads(json.dumps(good))
+        ops_change = change.pop("op", None)
+        d.update(change)
+        if ops_change:
+            d["ops"][0].update(ops_change)
+        (tmp / f"s-{name}.json").write_text(json.dumps(d))
+
+    sched("ok")
+    sched("negbytes", op={"recv_bytes": -4})
+    sched("floatid", op={"groups": [[0, 1.5]]})
+    sched("repeated", op={"groups": [[0, 0]]})
+    sched("outside", op={"groups": [[0, 5]]})
+    sched("hugedevices", num_devices=10**12)
+    sched("zerodevices", num_devices=0)
+    sched("badkind", op={"kind": "teleport"})
+    sched("bytes1e30", op={"in_bytes": 10**30})
+    sched("emptygroup", op={"groups": [[]]})
+    sched("permutegroups", op={"kind": "permute"})
+    sched("twogroups", op={"groups": [[0, 1], [1, 0]]})
+    sched("boolbytes", op={"in_bytes": True})
+    sched("strbytes", op={"in_bytes": "4"})
+    (tmp / "s-noops.json").write_text(json.dumps({"num_devices": 2}))
+    (tmp / "s-opsnotlist.json").write_text(json.dumps({"num_devices": 2, "ops": {"a": 1}}))
+    for k, (text, _, _) in CONFIGS.items():
+        (tmp / f"cfg-{k}.yaml").write_text(text)
+    (tmp / "cfg-ok.yaml").write_text("cases: [{name: a, mesh: 'x=2', src: '[4{x}]', dst: '[4]'}]\n"
+                                     "machines: [cpu-host]\nplanners: [normal]\n")
+    for name, text in (("garbage", "not json\n{\"a\": 1\n"), ("listrows", "[1, 2]\n[3]\n")):
+        (tmp / name).mkdir(exist_ok=True)
+        (tmp / name / "rows.jsonl").write_text(text)
+    (tmp / "nonutf8rows").mkdir(exist_ok=True)
+    (tmp / "nonutf8rows" / "rows.jsonl").write_bytes(b'{"id": "\xff"}\n')
+    # a real results folder for the report cases
+    (tmp / "results").mkdir(exist_ok=True)
+
+
+def _fill(argv, tmp):
+    return [a.replace("{tmp}", str(tmp)) if isinstance(a, str) else a for a in argv]
+
+
+# -- the worker: runs the in-process cases -------------------------------------------------------
+class Hang(BaseException):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def _one_line_error(err: str) -> tuple[bool, str]:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if "Traceback" in err:
+        return False, "traceback on stderr"
+    if len(lines) != 1:
+        return False, f"{len(lines)} lines on stderr"
+    return True, ""
+
+
+def run_cli_case(surface, argv):
+    import importlib
+
+    main = importlib.import_module(f"{surface}.cli").main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(argv))
+        except SystemExit as e:  # --help
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def judge_cli(rc, err, expect, match):
+    if expect == "ok":
+        return (rc == 0 and "Traceback" not in err), f"rc={rc} err={err[-300:]!r}"
+    ok, why = _one_line_error(err)
+    if rc != 2:
+        return False, f"exit {rc}, not 2; stderr {err[-300:]!r}"
+    if not ok:
+        return False, why + f": {err[-300:]!r}"
+    if match and match.lower() not in err.lower():
+        return False, f"message does not name {match!r}: {err.strip()[:300]!r}"
+    return True, err.strip()[:300]
+
+
+def run_api_case(key, expect):
+    from synth.errors import RedistributionError
+
+    fns = {k: fn for k, fn, _ in _api_cases()}
+    try:
+        fns[key]()
+    except RedistributionError as e:
+        msg = str(e)
+        if expect == "ok":
+            return False, f"raised {msg[:200]!r}"
+        if "\n" in msg:
+            return False, f"message of {len(msg.splitlines())} lines"
+        return True, msg[:300]
+    except Exception as e:  # noqa: BLE001 - the point: anything else is a bug
+        return False, f"{type(e).__name__} outside RedistributionError: {str(e)[:200]}"
+    return (expect == "ok"), "no error raised"
+
+
+_APP = {}
+
+
+def run_app_case(target, expect):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    if target is not None:
+        key, value = target
+        at.text_input(key=key).set_value(value).run()
+    if at.exception:
+        return False, "exception: " + str(at.exception[0].message)[:300]
+    errors = [e.value for e in at.error]
+    if expect == "ok":
+        return (not errors), f"errors shown: {errors[:1]}"
+    if not errors:
+        return False, "no error shown"
+    return True, str(errors[0])[:300]
+
+
+def worker(out_path: str) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="hostile-"))
+    make_files(tmp)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    signal.signal(signal.SIGALRM, _alarm)
+    results = {}
+    only = os.environ.get("HOSTILE_ONLY")
+    if any(c[2] == "app" and (not only or only in c[0]) for c in CASES):
+        run_app_case(None, "ok")  # warm-up: imports and caches, not charged to the first case
+    for cid, cls, surface, target, expect, match in CASES:
+        if only and only not in cid:
+            continue
+        t0 = time.perf_counter()
+        signal.setitimer(signal.ITIMER_REAL, HANG_S)
+        try:
+            if surface in ("synth", "simulator", "executor", "experiments"):
+                rc, _, err = run_cli_case(surface, _fill(target, tmp))
+                ok, why = judge_cli(rc, err, expect, match)
+            elif surface == "api":
+                ok, why = run_api_case(target, expect)
+            elif surface == "app":
+                ok, why = run_app_case(target, expect)
+            else:
+                continue
+        except Hang:
+            ok, why = False, f"hang: over {HANG_S:.0f} s"
+        except BaseException as e:  # noqa: BLE001 - a traceback is a failed case
+            import traceback
+
+            ok, why = False, "uncaught " + "".join(traceback.format_exception_only(e)).strip()[:300]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        results[cid] = {"ok": ok, "why": why, "class": cls, "surface": surface, "expect": expect,
+                        "wall_s": time.perf_counter() - t0}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    Path(out_path).write_text(json.dumps({"results": results, "peak_rss_bytes": peak}))
+
+
+def run_worker(timeout=1200) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "results.json"
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env.pop("XLA_FLAGS", None)
+        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(out)], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0 or not out.exists():
+            raise AssertionError(f"the corpus worker failed (exit {r.returncode}): {r.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def run_subprocess_case(argv, tmp):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("XLA_FLAGS", None)
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run([sys.executable, "-m", *_fill(argv, tmp)], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=HANG_S + 20)  # + the interpreter's and JAX's start-up
+    except subprocess.TimeoutExpired:
+        return None, "", "", time.perf_counter() - t0
+    return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0
+
+
+def summary(data: dict) -> str:
+    from collections import Counter
+
+    res = data["results"]
+    by_class = Counter(r["class"] for r in res.values())
+    by_surface = Counter(r["surface"] for r in res.values())
+    failed = [k for k, r in res.items() if not r["ok"]]
+    lines = [f"hostile corpus: {len(res)} in-process cases + {len(SUB)} subprocess cases = "
+             f"{len(res) + len(SUB)}; failed {len(failed)}; peak memory "
+             f"{data['peak_rss_bytes'] / 1e9:.2f} GB (limit {MEMORY_LIMIT_BYTES / 1e9:.0f} GB)",
+             "by class:   " + ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())),
+             "by surface: " + ", ".join(f"{k} {v}" for k, v in sorted(by_surface.items())),
+             "slowest: " + ", ".join(f"{k} {r['wall_s']:.1f} s" for k, r in
+                                     sorted(res.items(), key=lambda kv: -kv[1]["wall_s"])[:5])]
+    lines += [f"  FAILED {k}: {res[k]['why']}" for k in failed]
+    return "\n".join(lines)
+
+
+# -- pytest ----------------------------------------------------------------------------------
+try:
+    import pytest
+except ImportError:  # pragma: no cover - the worker needs no pytest
+    pytest = None
+
+if pytest is not None and __name__ != "__main__":
+
+    @pytest.fixture(scope="module")
+    def corpus():
+        return run_worker()
+
+    def test_corpus_size_and_memory(corpus):
+        n = len(corpus["results"]) + len(SUB)
+        assert n >= 300, n
+        assert corpus["peak_rss_bytes"] < MEMORY_LIMIT_BYTES, summary(corpus)
+        hangs = [k for k, r in corpus["results"].items() if r["why"].startswith("hang")]
+        assert not hangs, hangs
+
+    @pytest.mark.parametrize("cid", [c[0] for c in CASES])
+    def test_in_process_case(corpus, cid):
+        r = corpus["results"][cid]
+        assert r["ok"], f"{cid}: {r['why']}"
+
+    @pytest.fixture(scope="module")
+    def sub_tmp(tmp_path_factory):
+        tmp = tmp_path_factory.mktemp("hostile-sub")
+        make_files(tmp)
+        return tmp
+
+    @pytest.mark.parametrize("cid, argv, expect", SUB, ids=[s[0] for s in SUB])
+    def test_subprocess_case(sub_tmp, cid, argv, expect):
+        rc, out, err, wall = run_subprocess_case(argv, sub_tmp)
+        assert rc is not None, f"{cid}: hung (no exit within {HANG_S + 20:.0f} s)"
+        if expect == "ok":
+            assert rc == 0 and "Traceback" not in err, err[-500:]
+        else:
+            ok, why = _one_line_error(err)
+            assert rc == 2 and ok, f"exit {rc}: {why}: {err[-500:]!r}"
+        # peak memory of every child so far (the largest one)
+        assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < MEMORY_LIMIT_BYTES
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--worker":
+        worker(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--summary":
+        print(summary(run_worker()))
+    else:
+        print(__doc__)
