@@ -711,6 +711,10 @@ def _parse_size(name, kind, text, dim_names, vals, max_size) -> tuple[int, ...]:
     text = str(text).strip()
     if not _SIZE_RE.match(text):
         raise ProfileError(f"hardware {name}:{text}: size must look like '4x4x4', '2x8' or '8'")
+    from synth.limits import check_digits
+
+    for part in text.split("x"):
+        check_digits(part, f"hardware {name}: size")
     dims = _parse_dims(text)
     if any(d < 1 for d in dims):
         raise ProfileError(f"hardware {name}:{text}: every size must be >= 1")
