@@ -123,11 +123,19 @@ def calibrated_profile_doc(name: str, base: str, fits: dict, source: str, defaul
 def write_profile(doc: dict, path) -> Path:
     """Write ``doc`` as JSON after checking that it loads as a profile (raises
     ProfileError otherwise, leaving ``path`` untouched). Returns the path."""
+    import os
+    import tempfile
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.check.json")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    # a unique temporary name in the same folder: two calibrations writing one profile
+    # never share it, and os.replace makes the new profile appear whole
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".check.json")
+    tmp = Path(name)
     try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+        os.chmod(tmp, 0o644)
         load_profile(str(tmp))
         tmp.replace(path)
     finally:
