@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -84,10 +85,14 @@ class MicroSpec:
     kind: str
     group: int
     bytes: int  # per-device input bytes
+    #: "" (one process), or where the groups lie on a multi-process machine: "intra"
+    #: (consecutive devices of one process), "inter" (one device of each process),
+    #: "all" (every device)
+    level: str = ""
 
     @property
     def name(self) -> str:
-        return f"{self.kind}/n{self.group}/{self.bytes}B"
+        return f"{self.kind}/{self.level + '-' if self.level else ''}n{self.group}/{self.bytes}B"
 
 
 def micro_specs(grid: dict, num_devices: int) -> list[MicroSpec]:
@@ -106,8 +111,30 @@ def micro_specs(grid: dict, num_devices: int) -> list[MicroSpec]:
     return out
 
 
-def _micro_program(spec: MicroSpec, devices):
-    """A jitted one-op shard_map program on a ("r", "g") mesh with ``g = group``."""
+def micro_specs_two_level(grid: dict, processes: int, local: int) -> list[MicroSpec]:
+    """Microbenchmarks of a machine of ``processes`` x ``local`` devices: each kind on
+    groups inside one process (every grid group size up to ``local``), on groups of
+    one device per process, and on all devices."""
+    out = []
+    levels = [("intra", n) for n in grid["group_sizes"] if n <= local and local % n == 0]
+    levels += [("inter", processes), ("all", processes * local)]
+    for kind in KINDS:
+        for level, n in levels:
+            if kind in LOCAL and level != "intra":
+                continue  # local work does not depend on where the groups lie
+            if kind == "copy" and n != levels[0][1]:
+                continue  # a copy does not depend on a group
+            for b in grid["sizes"]:
+                outb = b * n if kind == "all_gather" else b
+                if outb > grid["max_out_bytes"] or b // 4 < 16 * n:
+                    continue
+                out.append(MicroSpec(kind, n, b, level))
+    return out
+
+
+def _micro_program(spec: MicroSpec, devices, processes: int = 1):
+    """A jitted one-op shard_map program on a ("r", "g") mesh with ``g = group``;
+    for ``level == "inter"`` the ``g`` axis runs across the processes."""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -117,7 +144,10 @@ def _micro_program(spec: MicroSpec, devices):
 
     P_ = len(devices)
     n = spec.group
-    jm = JMesh(np.asarray(devices, dtype=object).reshape(P_ // n, n), ("r", "g"))
+    if spec.level == "inter":
+        jm = JMesh(np.asarray(devices, dtype=object).reshape(processes, P_ // processes), ("g", "r"))
+    else:
+        jm = JMesh(np.asarray(devices, dtype=object).reshape(P_ // n, n), ("r", "g"))
     elems = spec.bytes // 4
     cols = 16
 
@@ -142,7 +172,8 @@ def _micro_program(spec: MicroSpec, devices):
 
     spec_in = P(("r", "g"))
     f = jax.jit(jax.shard_map(body, mesh=jm, in_specs=spec_in, out_specs=spec_in, check_vma=False))
-    x = jax.device_put(np.ones(elems * P_, np.float32), NamedSharding(jm, spec_in))
+    sh = NamedSharding(jm, spec_in)
+    x = jax.jit(lambda: jnp.ones((elems * P_,), jnp.float32), out_shardings=sh)()
     return f, x
 
 
@@ -151,16 +182,19 @@ _BUS_FACTOR = {"all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: 
                "permute": lambda n: 1.0, "dyn_slice": lambda n: 1.0, "copy": lambda n: 1.0}
 
 
-def prepare_microbenchmarks(grid: dict, devices, progress=None) -> list[Prepared]:
+def prepare_microbenchmarks(grid: dict, devices, progress=None, processes: int = 1) -> list[Prepared]:
     """Compile every spec of the grid and read its schedule from the HLO."""
     import jax
 
     from executor.hlo import hlo_to_schedule
 
-    specs = micro_specs(grid, len(devices))
+    if processes > 1:
+        specs = micro_specs_two_level(grid, processes, len(devices) // processes)
+    else:
+        specs = micro_specs(grid, len(devices))
     out = []
     for i, spec in enumerate(specs):
-        f, x = _micro_program(spec, devices)
+        f, x = _micro_program(spec, devices, processes)
         compiled = f.lower(x).compile()
         sched = hlo_to_schedule(compiled.as_text(), num_devices=len(devices), name=spec.name)
         shape, sharding = x.shape, x.sharding
@@ -168,6 +202,8 @@ def prepare_microbenchmarks(grid: dict, devices, progress=None) -> list[Prepared
         size = spec.bytes * spec.group if spec.kind == "all_gather" else spec.bytes
         row = {"kind": spec.kind, "group": spec.group, "bytes": spec.bytes, "size_bytes": size,
                "schedule": sched.to_dict()}
+        if spec.level:
+            row["level"] = spec.level
 
         def make(shape=shape, sharding=sharding):
             import jax.numpy as jnp
@@ -313,6 +349,193 @@ def profile_from_fit(f: dict, num_devices: int, backend: str, note: str) -> dict
     }
 
 
+# -- 2b. fit of a two-level machine (processes x devices) ------------------------------
+#: The two link classes of a cpu-cluster machine: the profile params that hold them.
+LINK_CLASSES = {
+    "intra_process": {"bandwidth": "link_bandwidth_Bps", "latency": "link_latency_s",
+                      "medium": "memory copies between the CPU devices of one JAX process"},
+    "inter_process": {"bandwidth": "nic_bandwidth_Bps", "latency": "nic_latency_s",
+                      "medium": "gloo collectives over TCP (loopback here) between JAX processes"},
+}
+_THETA = ("intra_process.inv_bw", "intra_process.latency_s", "inter_process.inv_bw", "inter_process.latency_s")
+_THETA0 = (1 / 5e9, 2e-6, 1 / 1e9, 5e-5)  # starting point (the cpu-cluster placeholders)
+_COLLECTIVES = tuple(k for k in KINDS if k not in LOCAL)
+
+
+class _TwoLevelFeatures:
+    """Per-op coefficients of the link parameters on a ``cpu-cluster`` machine.
+
+    With every alpha at zero, the simulated time of a collective is homogeneous of
+    degree one and piecewise linear in ``theta = (1/bw, latency)`` of both link
+    classes (each step waits for its slowest link), so at a given ``theta`` it equals
+    ``sum_j dT/dtheta_j * theta_j``. The gradients come from finite differences; the
+    fit alternates them with a linear least-squares solve until ``theta`` settles."""
+
+    def __init__(self, processes: int, local: int):
+        from models import KindParams, load_profile
+
+        self.base = load_profile(f"cpu-cluster:{processes}x{local}").with_overrides(
+            **{k: KindParams(alpha_s=0.0) for k in _COLLECTIVES})
+        self.cache: dict = {}
+
+    def machine(self, theta):
+        import dataclasses
+
+        return dataclasses.replace(self.base, link_bandwidth_Bps=1.0 / theta[0], link_latency_s=theta[1],
+                                   nic_bandwidth_Bps=1.0 / theta[2], nic_latency_s=theta[3])
+
+    def _t(self, op, theta) -> float:
+        from simulator import simulate
+        from synth.schedule import Schedule
+
+        return simulate(Schedule(self.base.num_devices, (op,)), self.machine(theta)).time_s
+
+    def grad(self, op, theta) -> tuple[np.ndarray, float]:
+        key = (op.kind, op.in_bytes, op.out_bytes, op.send_bytes, op.groups, op.pairs, tuple(theta))
+        if key not in self.cache:
+            t0 = self._t(op, theta)
+            g = np.zeros(4)
+            for j in range(4):
+                th = list(theta)
+                h = theta[j] * 0.01
+                th[j] += h
+                g[j] = (self._t(op, th) - t0) / h
+            self.cache[key] = (g, t0 - float(g @ np.asarray(theta)))
+        return self.cache[key]
+
+
+def _two_level_columns():
+    return (["program_overhead_s"] + [f"{k}.alpha_s" for k in KINDS] + [f"{k}.inv_bw" for k in LOCAL]
+            + list(_THETA))
+
+
+def fit_two_level(rows: list[dict], processes: int, local: int, stat: str = "time_s", iters: int = 6) -> dict:
+    """NNLS fit (relative error) of per-kind alphas, local bandwidths, one program
+    overhead, and bandwidth and latency of both link classes."""
+    from scipy.optimize import nnls
+
+    from models.analytic import local_bytes
+    from synth.schedule import Schedule
+
+    feats = _TwoLevelFeatures(processes, local)
+    cols = _two_level_columns()
+    idx = {c: i for i, c in enumerate(cols)}
+    scheds = [Schedule.from_dict(r["schedule"]) for r in rows]
+    y = np.array([r[stat] for r in rows])
+    w = 1.0 / y
+    def design(theta):
+        X = np.zeros((len(rows), len(cols)))
+        off = np.zeros(len(rows))
+        for i, sched in enumerate(scheds):
+            X[i, idx["program_overhead_s"]] = 1.0
+            for op in sched.ops:
+                X[i, idx[f"{op.kind}.alpha_s"]] += 1.0
+                if op.is_local:
+                    X[i, idx[f"{op.kind}.inv_bw"]] += float(local_bytes(op))
+                else:
+                    g, o = feats.grad(op, theta)
+                    X[i, -4:] += g
+                    off[i] += o
+        return X, off
+
+    theta = np.array(_THETA0)
+    history = []
+    for _ in range(iters):
+        X, off = design(theta)
+        scale = np.where(X.max(axis=0) > 0, X.max(axis=0), 1.0)
+        coef, _ = nnls((X / scale) * w[:, None], (y - off) * w, maxiter=50 * len(cols))
+        coef = coef / scale
+        new = coef[-4:].copy()
+        # a class no benchmark constrains keeps its previous value; never exactly zero
+        floor = np.array([1e-13, 0.0, 1e-13, 0.0])
+        new = np.where(X[:, -4:].max(axis=0) > 0, np.maximum(new, floor), theta)
+        new[[0, 2]] = np.maximum(new[[0, 2]], 1e-13)
+        history.append(new.tolist())
+        done = np.allclose(new, theta, rtol=1e-3, atol=1e-12)
+        theta = new
+        if done:
+            break
+    X, off = design(theta)  # the model at the final link parameters
+    coef[-4:] = theta
+    pred = X @ coef + off
+    rel = np.abs(pred - y) / y
+    params = dict(zip(cols, coef.tolist()))
+    used = X.max(axis=0) > 0
+    return {"params": params, "used": dict(zip(cols, used.tolist())), "fit_mape": float(rel.mean()),
+            "fit_max_rel_err": float(rel.max()), "points": len(rows), "pred": pred.tolist(),
+            "iterations": len(history), "theta_history": history}
+
+
+def link_classes(f: dict) -> dict:
+    """The fitted link classes, named, with units in the keys (for reports and the app)."""
+    p = f["params"]
+    out = {}
+    for name, c in LINK_CLASSES.items():
+        inv = p[f"{name}.inv_bw"]
+        out[name] = {"bandwidth_Bps": 1.0 / inv, "latency_s": p[f"{name}.latency_s"],
+                     "profile_params": {"bandwidth_Bps": c["bandwidth"], "latency_s": c["latency"]},
+                     "medium": c["medium"]}
+    return out
+
+
+def profile_from_two_level_fit(f: dict, processes: int, local: int, backend: str, note: str) -> dict:
+    """A ``cpu-cluster`` profile (``extends: cpu-cluster``, sized PROCESSESxLOCAL) from a fit."""
+    p = f["params"]
+    src = f"calibrated by `python -m executor calibrate --processes {processes}` ({note}); NNLS fit of " \
+          f"{f['points']} measured programs ({f.get('n_micro', '?')} microbenchmarks + " \
+          f"{f.get('n_train', '?')} training plans), fit MAPE {100 * f['fit_mape']:.1f}%"
+    lc = link_classes(f)
+    coll = {}
+    for k in KINDS:
+        if not f["used"].get(f"{k}.alpha_s"):
+            continue
+        coll[k] = {"alpha_s": {"value": p[f"{k}.alpha_s"], "source": src}}
+        if k in LOCAL:
+            inv = p[f"{k}.inv_bw"]
+            coll[k]["bandwidth_Bps"] = {"value": 1.0 / inv if inv > 1e-15 else 1.0e15, "source": src}
+    alpha = float(np.median([p[f"{k}.alpha_s"] for k in coll])) if coll else 3e-5
+    hbm = coll["copy"]["bandwidth_Bps"]["value"] if "copy" in coll else 5e9
+    per = lambda c: f"{src}; the {c} link class"  # noqa: E731
+    return {
+        "name": f"cpu-{processes}x{local}",
+        "extends": "cpu-cluster",
+        "description": f"{processes} JAX {backend} processes x {local} devices (jax.distributed, gloo) on "
+                       f"{platform.node() or 'this host'}, calibrated {note}",
+        "topology": {"kind": "switched", "default_size": f"{processes}x{local}"},
+        "params": {
+            "gpus_per_node": {"value": local, "source": "devices per process of the calibrated run"},
+            "link_bandwidth_Bps": {"value": lc["intra_process"]["bandwidth_Bps"], "source": per("intra-process")},
+            "link_latency_s": {"value": lc["intra_process"]["latency_s"], "source": per("intra-process")},
+            "nic_bandwidth_Bps": {"value": lc["inter_process"]["bandwidth_Bps"], "source": per("inter-process")},
+            "nic_latency_s": {"value": lc["inter_process"]["latency_s"], "source": per("inter-process")},
+            "launch_overhead_s": {"value": alpha, "source": f"{src}; median of the fitted per-kind alphas, "
+                                                           "for kinds without an override"},
+            "hbm_bandwidth_Bps": {"value": hbm, "source": src + " (the copy kind)"},
+        },
+        "collectives": coll,
+        "calibration": {
+            "program_overhead_s": p["program_overhead_s"],
+            "program_overhead_note": "fixed cost of dispatching one jitted program; the simulator "
+                                     "has no such parameter, so predictions add it once per schedule",
+            "link_classes": lc,
+            "processes": processes, "devices_per_process": local,
+            "backend": backend, "devices": processes * local, "fit_mape": f["fit_mape"],
+            "fit_max_rel_err": f["fit_max_rel_err"], "points": f["points"], "note": note,
+        },
+    }
+
+
+def crosses_processes(schedule, local: int) -> bool:
+    """Whether any collective of ``schedule`` moves data between processes of ``local`` devices."""
+    for op in schedule.ops:
+        if op.kind == "permute":
+            if any(a // local != b // local for a, b in op.pairs):
+                return True
+        elif not op.is_local and any(len({d // local for d in g}) > 1 for g in op.groups):
+            return True
+    return False
+
+
 # -- 3. held-out whole plans -----------------------------------------------------------
 def heldout_cases(grid: dict, seed: int, num_devices: int, count: int):
     """Seeded (mesh, src, dst) with global array sizes log-uniform in ``heldout_bytes``."""
@@ -365,6 +588,8 @@ def validate(profile_path: str, overhead_s: float, rows: list[dict]) -> list[dic
             sched = Schedule(prof.num_devices, sched.ops, sched.name, sched.meta)
         pred = predict_s(sched, prof, overhead_s)
         row = {k: v for k, v in r.items() if k != "schedule"}
+        if prof.kind == "switched":
+            row["crosses_processes"] = crosses_processes(sched, prof.dims[1])
         row.update(measured_s=r["time_s"], predicted_s=pred,
                    abs_pct_err=100.0 * abs(pred - r["time_s"]) / r["time_s"],
                    abs_pct_err_vs_p10=100.0 * abs(pred - r["time_p10_s"]) / r["time_p10_s"])
@@ -373,6 +598,15 @@ def validate(profile_path: str, overhead_s: float, rows: list[dict]) -> list[dic
             row["retest_pct"] = 100.0 * abs(a - b) / (0.5 * (a + b))
         out.append(row)
     return out
+
+
+def _crossing_summary(held: list[dict], f: dict) -> dict:
+    cross = [r["abs_pct_err"] for r in held if r.get("crosses_processes")]
+    within = [r["abs_pct_err"] for r in held if not r.get("crosses_processes")]
+    return {"link_classes": link_classes(f), "fit_iterations": f.get("iterations"),
+            "n_heldout_crossing": len(cross),
+            "mape_crossing": float(np.mean(cross)) if cross else None,
+            "mape_within_process": float(np.mean(within)) if within else None}
 
 
 # -- driver --------------------------------------------------------------------------------
@@ -394,10 +628,18 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
     backend = jax.default_backend()
     grid = TINY_GRID if tiny else (QUICK_GRID if quick else FULL_GRID)
     mode = "tiny" if tiny else ("quick" if quick else "full")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda *a: None)
+    nproc = jax.process_count()
+    local = len(devs) // nproc
+    if nproc > 1 and (len(devs) % nproc or any(d.process_index != i // local for i, d in enumerate(devs))):
+        raise ExecutorError(f"calibrate: {len(devs)} devices do not split into {nproc} processes of equal, "
+                            "consecutive blocks; use --devices equal to all devices of the run")
+    me = jax.process_index()
+    if me == 0:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    say = progress if (progress and me == 0) else (lambda *a: None)
 
-    micro = prepare_microbenchmarks(grid, devs, progress=lambda i, n, s: say("compile microbenchmarks", i, n, s))
+    micro = prepare_microbenchmarks(grid, devs, progress=lambda i, n, s: say("compile microbenchmarks", i, n, s),
+                                    processes=nproc)
     train_cases = heldout_cases(grid, seed, len(devs), grid["train_cases"])
     test_cases = heldout_cases(grid, seed + 1000, len(devs), grid["heldout_cases"])
     train = prepare_plans(train_cases, lambda i, n, s: say("compile training plans", i, n, s), "train")
@@ -407,12 +649,34 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
     micro_rows = [finish_microbenchmark(p) for p in micro]
     train_rows = [p.row for p in train]
     test_rows = [p.row for p in test]
-    del micro, train, test
-    f = fit(micro_rows + train_rows, len(devs))
-    f.update(n_micro=len(micro_rows), n_train=len(train_rows))
-    note = (f"{mode} grid, {backend} backend, {len(devs)} devices, jax {jax.__version__}, "
-            f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d')}")
-    prof = profile_from_fit(f, len(devs), backend, note)
+    jax_version = jax.__version__
+    if nproc > 1:
+        from executor import distributed
+
+        # each process checked the shards it holds; a plan is correct when it is on all
+        flags = distributed.gather_flags([bool(r["correct"]) for r in train_rows + test_rows])
+        for j, r in enumerate(train_rows + test_rows):
+            r["correct"] = all(fl[j] for fl in flags)
+        del micro, train, test
+        distributed.shutdown()  # the rest is arithmetic on process 0's timings
+        if me != 0:
+            return None
+    else:
+        del micro, train, test
+    raw = os.environ.get("REDIST_CALIBRATION_RAW")
+    if raw:  # the measured rows with their schedules, to re-fit without measuring again
+        Path(raw).write_text(json.dumps({"micro": micro_rows, "train": train_rows, "test": test_rows}))
+    note = (f"{mode} grid, {backend} backend, {len(devs)} devices"
+            + (f" in {nproc} processes of {local}" if nproc > 1 else "")
+            + f", jax {jax_version}, {_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d')}")
+    if nproc > 1:
+        f = fit_two_level(micro_rows + train_rows, nproc, local)
+        f.update(n_micro=len(micro_rows), n_train=len(train_rows))
+        prof = profile_from_two_level_fit(f, nproc, local, backend, note)
+    else:
+        f = fit(micro_rows + train_rows, len(devs))
+        f.update(n_micro=len(micro_rows), n_train=len(train_rows))
+        prof = profile_from_fit(f, len(devs), backend, note)
     from models.calibration import write_profile
 
     write_profile(prof, out)  # checks that it loads as a profile first
@@ -433,7 +697,8 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
     worst = sorted(held, key=lambda r: -r["abs_pct_err"])[:5]
     report = {
         "profile": str(out), "mode": mode, "backend": backend, "devices": len(devs),
-        "jax_version": jax.__version__, "host": platform.node(), "seed": seed,
+        "jax_version": jax_version, "host": platform.node(), "seed": seed,
+        "processes": nproc, "devices_per_process": local,
         "mape": float(errs.mean()) if len(errs) else None,
         "median_ape": float(np.median(errs)) if len(errs) else None,
         "mape_without_program_overhead": float(sim_only.mean()) if len(errs) else None,
@@ -446,6 +711,7 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
                        "session; the error a perfect model would still show on this host",
         "n_heldout": len(held),
         "mape_by_strategy": {k: float(np.mean(v)) for k, v in by.items()},
+        **(_crossing_summary(held, f) if nproc > 1 else {}),
         "worst": [{k: r[k] for k in ("mesh", "src", "dst", "strategy", "measured_s", "predicted_s",
                                      "abs_pct_err")} for r in worst],
         "fit": {"mape": f["fit_mape"], "max_rel_err": f["fit_max_rel_err"], "points": f["points"],
@@ -456,6 +722,8 @@ def calibrate(out_path: str, *, devices: int | None = 8, quick: bool = False, ti
         "wall_s": time.perf_counter() - t0,
     }
     rp = out.with_name(out.stem + ".report.json")
-    rp.write_text(json.dumps(report, indent=2) + "\n")
+    from synth.fileio import atomic_write_text
+
+    atomic_write_text(rp, json.dumps(report, indent=2) + "\n", "--out (report)")
     report["report_path"] = str(rp)
     return report

@@ -17,6 +17,8 @@ import argparse
 import json
 import sys
 
+from executor.distributed import add_arguments as add_process_args
+from executor.distributed import dispatch
 from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
 
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and measure it (warm-up, repeats, median/p10/p90, compiled temp bytes).")
     _case_args(c)
     _device_args(c)
+    add_process_args(c)
     _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice with libtpu, no TPU "
                     "needed, and compare compiled temp memory and collectives (compile-only: no times)")
     c.add_argument("--planner", default="normal", help="our planner: normal (default), easy, search")
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the profile by least squares, write it (--out, JSON) and a report "
                                    "next to it (*.report.json) with the held-out MAPE of whole plans.")
     _device_args(k)
+    add_process_args(k)
     k.add_argument("--quick", action="store_true", help="small grid (well under 3 minutes)")
     k.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     k.add_argument("--out", required=True, help="profile path, e.g. models/profiles/calibrated/cpu-8.json")
@@ -105,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "summarize temp memory (ours vs XLA) and time ratios (geomean, max) "
                                    "against both partitioners, plus the calibration MAPE if a report exists.")
     _device_args(r)
+    add_process_args(r)
     r.add_argument("--cases", type=int, default=30, help="number of cases (default: %(default)s)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--scale", type=int, default=64,
@@ -140,7 +145,11 @@ def _compare(args):
                   warmup=args.warmup, repeats=args.repeats)
     if args.json:
         return res
-    print(f"mesh {mesh}: {src} -> {dst}  ({devs[0].platform}, {len(devs)} devices, median of "
+    from executor.distributed import process_index, processes_note
+
+    if process_index() != 0:  # in a multi-process run, process 0 prints
+        return None
+    print(f"mesh {mesh}: {src} -> {dst}  ({devs[0].platform}, {len(devs)} devices{processes_note()}, median of "
           f"{args.repeats} after {args.warmup} warm-up)")
     rows = []
     for k in ("ours", "xla_shardy", "xla_gspmd"):
@@ -272,6 +281,8 @@ def _calibrate(args):
 
     rep = calibrate(args.out, devices=args.devices, quick=args.quick, tiny=args.tiny, seed=args.seed,
                     progress=_progress())
+    if rep is None:  # a process other than 0 of a multi-process run
+        return None
     summary = {k: rep[k] for k in ("profile", "report_path", "mode", "backend", "devices", "mape",
                                    "median_ape", "mape_vs_p10", "mape_without_program_overhead",
                                    "retest_mape", "mape_vs_mean_of_two", "n_heldout", "n_train_plans", "mape_by_strategy",
@@ -303,6 +314,10 @@ def _report(args):
                        calibration=args.calibration, progress=_progress())
     if args.json:
         return rep
+    from executor.distributed import process_index
+
+    if process_index() != 0:  # in a multi-process run, process 0 prints
+        return None
     from executor.report import print_report
 
     print_report(rep)
@@ -316,7 +331,7 @@ _COMMANDS = {"compare": _compare, "codegen": _codegen, "xla-schedule": _xla_sche
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        out = _COMMANDS[args.cmd](args)
+        out = dispatch(args, sys.argv[1:] if argv is None else argv, _COMMANDS[args.cmd])
     except RedistributionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -54,6 +54,10 @@ def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = 
     mesh, src, dst = parse_case(mesh, src, dst)
     dtype, itemsize = resolve_dtype(dtype, itemsize)
     plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    from synth.limits import check_array_memory
+
+    # the host input, its expected output and the three programs' inputs and outputs
+    check_array_memory(src.num_elems(), itemsize, 8, f"compare {src}")
     x = make_input(src, dtype, seed)
     kw = dict(measure=False, devices=devices)
     results = {
@@ -71,11 +75,21 @@ def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = 
             p.compiled(xin).block_until_ready()
         del xin
     interleaved_timing(progs, rounds=repeats, per_round=1, seed=seed)
+    from executor.distributed import gather_flags
+
+    # across processes, each checked its own shards: correct means correct on every one
+    by_process = gather_flags([r.correct for r in results.values()])
     out = {}
-    for (k, r), p in zip(results.items(), progs):
+    for j, ((k, r), p) in enumerate(zip(results.items(), progs)):
         d = r.to_dict()
         timing = {f: p.row[f] for f in ("time_s", "time_p10_s", "time_p90_s", "repeats")}
-        out[k] = {"correct": d.pop("correct"), **timing, **d}
+        d.pop("correct")
+        out[k] = {"correct": all(fl[j] for fl in by_process), **timing, **d}
+        if len(by_process) > 1:
+            out[k]["correct_by_process"] = [fl[j] for fl in by_process]
+            if not out[k]["correct"] and "error" not in out[k]:
+                bad = [i for i, fl in enumerate(by_process) if not fl[j]]
+                out[k]["error"] = f"wrong output on process(es) {bad} (each process checks its own shards)"
     out["ours"]["plan_steps"] = [str(c) if c.kind != "all_permute" else "AllPermute" for c in plan.steps]
     out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
     if keep:

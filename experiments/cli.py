@@ -18,6 +18,7 @@ import sys
 
 from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
+from synth.limits import int_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,9 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "OUT/results.csv and OUT/results.parquet.")
     r.add_argument("config", help="YAML config, e.g. experiments/configs/smoke.yaml")
     r.add_argument("--out", required=True, help="results folder (created if missing)")
-    r.add_argument("--workers", type=int, default=None, help="worker processes (default: config, else CPUs)")
+    r.add_argument("--workers", type=int_arg(1, maximum=1024), default=None,
+                   help="worker processes (default: config, else CPUs); with --engine ray and no --address, "
+                        "the CPUs of the local Ray (default 2)")
+    r.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: a process pool on this machine (default); ray: one Ray task per work unit")
+    r.add_argument("--address", default=None,
+                   help="with --engine ray: the Ray cluster to join (e.g. 10.0.0.5:6379 or ray://host:10001; "
+                        "start one with 'ray start --head'); default: a local Ray started for this run")
     r.add_argument("--retry-errors", action="store_true", help="rerun rows recorded as error or timeout")
-    r.add_argument("--limit", type=int, default=None, help="run at most this many work units (for trials)")
+    r.add_argument("--limit", type=int_arg(1), default=None,
+                   help="run at most this many work units, at least 1 (for trials)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print the run summary as one JSON document")
     rp = sub.add_parser("report", help="HTML report and summary table of a results folder",
@@ -47,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--planner", default="normal", help="our planner to compare (default: normal)")
     rp.add_argument("--markdown", action="store_true", help="print the summary as a markdown table")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    tm = sub.add_parser("tpu-memory", help="our temp bytes vs XLA's, all compiled by XLA's TPU compiler",
+                        description="Compile our plan and XLA's reshard (Shardy and GSPMD) for a TPU slice "
+                        "of each profile sized for each case (libtpu, ahead of time, no TPU needed) and "
+                        "compare the compiled temp bytes (compiled.memory_analysis()); counts the cases "
+                        "where ours is <= XLA's and where XLA rematerialized the whole array.")
+    tm.add_argument("--suites", default="transformer,xla-issues", help="comma-separated (default: %(default)s)")
+    tm.add_argument("--profiles", default="tpu-v5p,tpu-v4", help="comma-separated (default: %(default)s)")
+    tm.add_argument("--planner", default="normal", help="our planner (default: %(default)s)")
+    tm.add_argument("--json", action="store_true", help="print one JSON document")
     s = sub.add_parser("suites", help="list suites and their cases")
     s.add_argument("--suite", default=None, help="only this suite")
     s.add_argument("--json", action="store_true", help="print one JSON document")
@@ -72,6 +90,10 @@ def main(argv=None) -> int:
             return _report(args)
         if args.cmd == "suites":
             return _suites(args)
+        if args.cmd == "tpu-memory":
+            from experiments.backends import print_tpu_memory
+
+            return print_tpu_memory(args)
         return 2
     except RedistributionError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -93,14 +115,17 @@ def _run(args) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise RedistributionError("run: --workers must be at least 1")
+    from synth.fileio import check_output_dir
+
+    check_output_dir(args.out, "--out")  # before the sweep, not after it
     cfg = load_config(args.config)
     s = run(cfg, args.out, workers=args.workers, progress=not args.no_progress,
-            retry_errors=args.retry_errors, limit=args.limit)
+            retry_errors=args.retry_errors, limit=args.limit, engine=args.engine, address=args.address)
     if args.json:
         print(json.dumps(s.to_dict()))
     else:
         print(f"{cfg.name}: {s.units_total} work units ({s.units_skipped} already done, {s.units_run} run) "
-              f"in {s.wall_s:.1f} s")
+              f"in {s.wall_s:.1f} s ({s.engine} engine)")
         print(f"  rows this run: {s.rows_written} (ok {s.rows_ok}, error {s.rows_error}, "
               f"timeout {s.rows_timeout}); rows in folder: {s.rows_total}")
         print(f"  {s.tables['csv']}\n  {s.tables['parquet']}")

@@ -1,20 +1,29 @@
 """The resumable parallel runner.
 
-``run(config, out_dir)`` executes every work unit of a config in worker processes
-and appends each unit's rows to ``OUT/rows.jsonl`` (flushed and fsynced) as soon as
-the unit finishes. Rows are keyed by id (the hash of the row's canonical spec), so a
-rerun after a kill skips every id already in the journal and the results hold each
-row exactly once. ``results.csv`` and ``results.parquet`` are rewritten from the
-journal at the end of every run.
+``run(config, out_dir)`` executes every work unit of a config and appends each unit's
+rows to ``OUT/rows.jsonl`` (flushed and fsynced) as soon as the unit finishes. Rows
+are keyed by id (the hash of the row's canonical spec), so a rerun after a kill skips
+every id already in the journal and the results hold each row exactly once.
+``results.csv`` and ``results.parquet`` are rewritten from the journal at the end of
+every run. One run at a time owns a folder: ``OUT/.lock`` (``fcntl.flock``, released
+by the kernel when the run ends or dies) makes a second run stop with a clear error.
 
-Workers are plain ``multiprocessing`` processes (spawn), one pipe each, so that a
-unit that runs past ``timeout_s`` can be stopped by killing its worker: its rows
-are recorded with ``status='timeout'`` and a fresh worker takes its place. A
-worker that dies (crash, out of memory) yields ``status='error'`` rows.
+Two engines run the units; the driver (journal, resume, error rows, progress bar) is
+the same for both:
 
-JAX's CPU device count is fixed when its backend starts, so a worker that has run
-an XLA unit for N devices only takes XLA units for N devices afterwards; units are
-ordered by device count and a worker is restarted when the count changes.
+* ``local`` (default): a ``concurrent.futures.ProcessPoolExecutor`` (spawn) on this
+  machine. The library reports dead workers (``BrokenProcessPool``) and cancels
+  queued units on Ctrl-C; a unit past ``timeout_s`` is stopped by killing its worker
+  (the pool is then replaced and the other units in flight are resubmitted).
+* ``ray``: each unit is a Ray task (``num_cpus=1``, no retries) on an existing cluster
+  (``address``) or on a local Ray started and stopped with the run. A task past
+  ``timeout_s`` is cancelled with ``ray.cancel(force=True)``; a crashed worker gives
+  error rows.
+
+JAX's CPU device count is fixed when its backend starts, so a worker that has run an
+XLA unit for N devices only takes XLA units for N devices: the local engine gives each
+device count its own pool (units are ordered by device count); on Ray, each count's
+tasks carry their own ``runtime_env`` and so get their own workers.
 """
 
 from __future__ import annotations
@@ -25,7 +34,6 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
 
 from experiments.backends import needs_jax
@@ -42,17 +50,21 @@ def read_journal(out_dir) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     if not path.exists():
         return rows
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill; its unit is rerun
-            if isinstance(r, dict) and "id" in r:
-                rows[r["id"]] = r
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ExperimentError(f"{path}: byte {e.start} is not UTF-8, so the journal was not written by "
+                              "this tool; remove the damaged line (or the folder) and rerun") from None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            r = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue  # a line cut by a kill; its unit is rerun
+        if isinstance(r, dict) and "id" in r:
+            rows[r["id"]] = r
     return rows
 
 
@@ -78,7 +90,10 @@ class Journal:
         os.fsync(self.f.fileno())
 
     def close(self):
-        self.f.close()
+        try:
+            self.f.close()
+        except OSError:  # a failed flush (disk full) was already reported by append
+            pass
 
 
 def _json_default(o):
@@ -121,31 +136,39 @@ def write_tables(out_dir) -> dict:
     return {"csv": str(csv), "parquet": str(pq), "rows": len(df)}
 
 
-# -- workers ---------------------------------------------------------------------------------
-def _worker_main(conn, opts):
-    """Worker loop: receive a unit, send back its rows; exit when the parent goes."""
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    _exit_with_parent()
+# -- engines ---------------------------------------------------------------------------------
+def _jax_count(unit) -> int | None:
+    return unit.case.num_devices if needs_jax(unit.planner, unit.measure) else None
+
+
+_PIDQ = None  # in a local pool's worker: where it says which task it runs
+
+
+def _task(unit, opts, task_id=None):
+    """One unit in a worker (local pool or Ray): its rows."""
+    if _PIDQ is not None:
+        _PIDQ.put((task_id, os.getpid()))
     from experiments import backends
     from experiments.worker import run_unit
 
-    jax_devices = None
-    while True:
-        try:
-            unit = conn.recv()
-        except (EOFError, OSError):
-            return
-        if unit is None:
-            return
-        if needs_jax(unit.planner, unit.measure) and jax_devices is None:
-            jax_devices = unit.case.num_devices
-            backends.set_worker_devices(jax_devices)
-        rows = run_unit(unit, opts["xla_max_devices"], opts.get("measure_opts"), opts.get("unit_delay_s", 0.0),
-                        opts.get("simulator", "simpy"))
-        try:
-            conn.send(rows)
-        except (BrokenPipeError, OSError):
-            return
+    n = _jax_count(unit)
+    if n is not None and os.environ.get("REDIST_WORKER_DEVICES") in (None, str(n)):
+        os.environ["REDIST_WORKER_DEVICES"] = str(n)
+        backends.set_worker_devices(n)
+    return run_unit(unit, opts["xla_max_devices"], opts.get("measure_opts"), opts.get("unit_delay_s", 0.0),
+                    opts.get("simulator", "simpy"))
+
+
+def _init_local_worker(jax_devices, pidq):
+    global _PIDQ
+    _PIDQ = pidq
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    _exit_with_parent()
+    if jax_devices is not None:
+        from experiments import backends
+
+        os.environ["REDIST_WORKER_DEVICES"] = str(jax_devices)
+        backends.set_worker_devices(jax_devices)
 
 
 def _exit_with_parent():
@@ -164,68 +187,260 @@ def _exit_with_parent():
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-@dataclass
-class _Worker:
-    proc: object
-    conn: object
-    jax_devices: int | None = None
-    unit: object = None
-    started: float = 0.0
-    deadline: float = field(default=float("inf"))
-
-    def compatible(self, unit) -> bool:
-        if not needs_jax(unit.planner, unit.measure):
-            return True
-        return self.jax_devices in (None, unit.case.num_devices)
+def _died(unit, detail: str) -> list[dict]:
+    return error_rows(unit, "error", f"worker process died ({detail}) while running this unit; out of memory?")
 
 
-class _Pool:
-    def __init__(self, n: int, opts: dict):
+class LocalEngine:
+    """Units on a ``ProcessPoolExecutor``, one pool per JAX device count."""
+
+    name = "local"
+
+    def __init__(self, workers: int, opts: dict, timeout_s: float):
         self.ctx = mp.get_context("spawn")
-        self.opts = opts
-        self.workers = [self._spawn() for _ in range(n)]
+        self.capacity = workers
+        self.opts, self.timeout_s = opts, timeout_s
+        self.pool = None
+        self.jax_devices = None        # the device count the current pool's workers started JAX with
+        self.inflight: dict = {}       # future -> (unit, deadline, task_id)
+        self.pids: dict = {}           # task_id -> worker pid
+        self.strikes: dict = {}        # unit index -> pool breakages it was in flight for
+        self.killed: set = set()       # task ids whose worker we killed for a timeout
+        self.requeue: list = []
+        self.pidq = self.ctx.SimpleQueue()
+        self._next = 0
 
-    def _spawn(self) -> _Worker:
-        parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=_worker_main, args=(child, self.opts), daemon=True)
-        p.start()
-        child.close()
-        return _Worker(p, parent)
+    def _new_pool(self, jax_devices):
+        from concurrent.futures import ProcessPoolExecutor
 
-    def replace(self, w: _Worker) -> _Worker:
-        self.kill(w)
-        nw = self._spawn()
-        self.workers[self.workers.index(w)] = nw
-        return nw
+        self._drop_pool()
+        self.jax_devices = jax_devices
+        self.pool = ProcessPoolExecutor(self.capacity, mp_context=self.ctx, initializer=_init_local_worker,
+                                        initargs=(jax_devices, self.pidq))
 
-    @staticmethod
-    def kill(w: _Worker):
+    def _drop_pool(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    def busy(self) -> bool:
+        return bool(self.inflight)
+
+    def free(self) -> int:
+        return self.capacity - len(self.inflight)
+
+    def can_take(self, unit) -> bool:
+        n = _jax_count(unit)
+        return n is None or self.jax_devices in (None, n) or not self.inflight
+
+    def submit(self, unit):
+        n = _jax_count(unit)
+        if self.pool is None or (n is not None and self.jax_devices not in (None, n)):
+            self._new_pool(n)  # a fresh pool whose workers start JAX with n devices
+        elif n is not None and self.jax_devices is None:
+            self.jax_devices = n  # the idle pool's workers have not started JAX yet
+            self._new_pool(n)
+        self._next += 1
+        tid = self._next
+        fut = self.pool.submit(_task, unit, self.opts, tid)
+        self.inflight[fut] = (unit, time.monotonic() + self.timeout_s, tid)
+
+    def poll(self, timeout: float) -> list:
+        """Finished units as ``[(unit, rows)]``; units to run again go to ``self.requeue``."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        if not self.inflight:
+            time.sleep(min(timeout, 0.05))
+            return []
+        nearest = min(d for _, d, _ in self.inflight.values())
+        done, _ = wait(list(self.inflight), timeout=max(0.01, min(timeout, nearest - time.monotonic())),
+                       return_when=FIRST_COMPLETED)
+        self._read_pids()
+        out, broken = [], []
+        for fut in done:
+            unit, _, tid = self.inflight.pop(fut)
+            exc = fut.exception()
+            if exc is None:
+                out.append((unit, fut.result()))
+            elif isinstance(exc, BrokenProcessPool):
+                broken.append((unit, tid))
+            else:  # run_unit catches everything; this is a pickling or similar failure
+                out.append((unit, error_rows(unit, "error", f"{type(exc).__name__}: {exc}")))
+        now = time.monotonic()
+        for fut, (unit, deadline, tid) in list(self.inflight.items()):
+            if now > deadline and not fut.done():
+                pid = self.pids.get(tid)
+                if pid is not None and tid not in self.killed:
+                    self.killed.add(tid)
+                    _kill(pid)  # the pool breaks; its other units come back as BrokenProcessPool
+        if broken:
+            # every unit still in flight fails with the pool: collect them all now
+            for fut, (unit, _, tid) in list(self.inflight.items()):
+                try:
+                    fut.exception(timeout=30)
+                except Exception:  # noqa: BLE001 - cancelled or still stuck: it goes with the pool
+                    pass
+                self.inflight.pop(fut)
+                broken.append((unit, tid))
+            self._settle(broken, out)
+            self._new_pool(self.jax_devices)
+        return out
+
+    def _settle(self, broken: list, out: list):
+        """Which units of a broken pool get rows and which run again. A unit whose worker
+        we killed timed out; the others were bystanders, unless nobody was killed: then
+        a lone unit is the culprit, and a unit in flight at two breakages is taken to be one."""
+        timed_out = [(u, t) for u, t in broken if t in self.killed]
+        for u, _ in timed_out:
+            out.append((u, error_rows(u, "timeout", f"timed out after {self.timeout_s:g} s "
+                                      "(runner.timeout_s); the worker was stopped")))
+        rest = [(u, t) for u, t in broken if t not in self.killed]
+        if timed_out:
+            self.requeue += [u for u, _ in rest]
+            return
+        for u, _ in rest:
+            self.strikes[id(u)] = self.strikes.get(id(u), 0) + 1
+            if len(rest) == 1 or self.strikes[id(u)] >= 2:
+                out.append((u, _died(u, "the process pool broke")))
+            else:
+                self.requeue.append(u)
+
+    def _read_pids(self):
+        while not self.pidq.empty():
+            tid, pid = self.pidq.get()
+            self.pids[tid] = pid
+
+    def close(self, cancel: bool = False):
+        self._read_pids()
+        if cancel:
+            for fut, (_, _, tid) in self.inflight.items():
+                fut.cancel()
+                if tid in self.pids:
+                    _kill(self.pids[tid])
+        if self.pool is not None:
+            self.pool.shutdown(wait=not cancel, cancel_futures=True)
+            self.pool = None
+
+
+def _kill(pid: int):
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _repo_root() -> str:
+    return str(Path(__file__).resolve().parents[1])
+
+
+class RayEngine:
+    """Each unit is a Ray task; a local Ray (``num_cpus``) or an existing cluster."""
+
+    name = "ray"
+
+    def __init__(self, opts: dict, timeout_s: float, address: str | None = None, num_cpus: int = 2,
+                 primary_devices: int | None = None):
+        import ray
+
+        self.ray = ray
+        self.opts, self.timeout_s = opts, timeout_s
+        self.started_here = address is None
+        env = {"env_vars": {"JAX_PLATFORMS": "cpu", "PYTHONPATH": _repo_root()}}
+        if address is not None:
+            # the project's packages travel with the job; their dependencies must be installed
+            # on the cluster's nodes (requirements.txt)
+            import executor, experiments, models, simulator, synth  # noqa: E401
+
+            env = {"env_vars": {"JAX_PLATFORMS": "cpu"},
+                   "py_modules": [m.__path__[0] for m in (synth, models, simulator, executor, experiments)]}
+        self.base_env = env
         try:
-            w.conn.close()
-        except OSError:
-            pass
-        if w.proc.is_alive():
-            w.proc.kill()
-        w.proc.join(timeout=5)
+            if address is None:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                         configure_logging=True, logging_level="ERROR", runtime_env=env,
+                         object_store_memory=256 << 20)  # units pass small objects only
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=env)
+        except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            where = f"--address {address}" if address else "a local Ray"
+            raise ExperimentError(f"{where}: could not start or join Ray ({msg[:200]}); start a head with "
+                                  "'ray start --head' and pass its address, or omit --address") from None
+        self.capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.fn = ray.remote(num_cpus=1, max_retries=0)(_task)
+        self.inflight: dict = {}  # ObjectRef -> (unit, deadline)
+        self.requeue: list = []
+        # XLA units for the commonest device count run in the default workers (which start
+        # JAX on their first such unit); other counts get workers of their own
+        self.primary = primary_devices
 
-    def submit(self, w: _Worker, unit, timeout_s: float):
-        if needs_jax(unit.planner, unit.measure):
-            w.jax_devices = unit.case.num_devices
-        w.unit, w.started, w.deadline = unit, time.monotonic(), time.monotonic() + timeout_s
-        w.conn.send(unit)
+    def busy(self) -> bool:
+        return bool(self.inflight)
 
-    def close(self):
-        for w in self.workers:
+    def free(self) -> int:
+        return self.capacity - len(self.inflight)
+
+    def can_take(self, unit) -> bool:
+        return True
+
+    def submit(self, unit):
+        n = _jax_count(unit)
+        opts = {}
+        if n is not None and n != self.primary:  # workers for another device count are separate
+            env = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.base_env.items()}
+            env["env_vars"]["REDIST_WORKER_DEVICES"] = str(n)
+            env["env_vars"]["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
+            opts["runtime_env"] = env
+        ref = self.fn.options(**opts).remote(unit, self.opts)
+        self.inflight[ref] = (unit, time.monotonic() + self.timeout_s)
+
+    def poll(self, timeout: float) -> list:
+        ray = self.ray
+        if not self.inflight:
+            time.sleep(min(timeout, 0.05))
+            return []
+        nearest = min(d for _, d in self.inflight.values())
+        ready, _ = ray.wait(list(self.inflight), num_returns=1,
+                            timeout=max(0.01, min(timeout, nearest - time.monotonic())))
+        if ready:  # take everything that is done, not just one
+            ready, _ = ray.wait(list(self.inflight), num_returns=len(self.inflight), timeout=0)
+        out = []
+        for ref in ready:
+            unit, _ = self.inflight.pop(ref)
             try:
-                if w.unit is None:
-                    w.conn.send(None)
-            except OSError:
-                pass
-        for w in self.workers:
-            w.proc.join(timeout=2)
-            if w.proc.is_alive():
-                w.proc.kill()
-                w.proc.join(timeout=2)
+                out.append((unit, ray.get(ref)))
+            except ray.exceptions.TaskCancelledError:
+                out.append((unit, error_rows(unit, "timeout", f"timed out after {self.timeout_s:g} s "
+                                             "(runner.timeout_s); the task was cancelled")))
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as e:
+                out.append((unit, _died(unit, type(e).__name__)))
+            except ray.exceptions.RayError as e:
+                msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+                out.append((unit, error_rows(unit, "error", f"ray task failed: {msg[:300]}")))
+        now = time.monotonic()
+        for ref, (unit, deadline) in list(self.inflight.items()):
+            if now > deadline:
+                ray.cancel(ref, force=True)
+                self.inflight.pop(ref)
+                out.append((unit, error_rows(unit, "timeout", f"timed out after {self.timeout_s:g} s "
+                                             "(runner.timeout_s); the task was cancelled")))
+        return out
+
+    def close(self, cancel: bool = False):
+        ray = self.ray
+        if cancel:
+            for ref in self.inflight:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001
+                    pass
+        ray.shutdown()
+
+
+ENGINES = ("local", "ray")
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -241,6 +456,7 @@ class RunSummary:
     rows_timeout: int = 0
     rows_total: int = 0
     wall_s: float = 0.0
+    engine: str = "local"
     tables: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -248,42 +464,101 @@ class RunSummary:
 
 
 def run(config, out_dir, workers: int | None = None, progress: bool = True,
-        retry_errors: bool = False, limit: int | None = None) -> RunSummary:
-    """Run ``config`` into ``out_dir`` (created if needed); resume if it has rows."""
+        retry_errors: bool = False, limit: int | None = None, engine: str = "local",
+        address: str | None = None) -> RunSummary:
+    """Run ``config`` into ``out_dir`` (created if needed); resume if it has rows.
+
+    ``engine`` is ``"local"`` (a process pool of ``workers``) or ``"ray"`` (Ray tasks on
+    the cluster at ``address``, or on a local Ray of ``workers`` CPUs started for this run)."""
     t0 = time.monotonic()
+    if engine not in ENGINES:
+        raise ExperimentError(f"--engine {engine!r}: use one of {list(ENGINES)}")
+    if address is not None and engine != "ray":
+        raise ExperimentError("--address is for --engine ray (the Ray cluster to join)")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExperimentError(f"--out {out_dir}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    _save_config(config, out)
-    done = read_journal(out)
-    if retry_errors:
-        done = {k: v for k, v in done.items() if v.get("status") == "ok"}
-    units = config.units()
-    todo = [u for u in units if not all(i in done for i in u.ids)]
-    summary = RunSummary(str(out), units_total=len(units), units_skipped=len(units) - len(todo))
-    if limit is not None:
-        todo = todo[:limit]
-    n = max(1, min(workers or config.workers, len(todo) or 1))
-    opts = {
-        "xla_max_devices": config.xla_max_devices,
-        "unit_delay_s": float(config.runner.get("unit_delay_s", 0.0)),
-        "simulator": config.runner.get("simulator", "simpy"),
-        "measure_opts": {k: config.measure[k] for k in ("warmup", "repeats") if k in config.measure},
-    }
-    bar = _progress(len(todo), config.name, progress)
-    journal = Journal(out)
     try:
-        if todo:
-            _drive(todo, n, opts, config.timeout_s, journal, bar, summary, done)
-    finally:
-        journal.close()
-        if bar is not None:
-            bar.close()
-    summary.tables = write_tables(out)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExperimentError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
+    with FolderLock(out):
+        _save_config(config, out)
+        done = read_journal(out)
+        if retry_errors:
+            done = {k: v for k, v in done.items() if v.get("status") == "ok"}
+        units = config.units()
+        todo = [u for u in units if not all(i in done for i in u.ids)]
+        summary = RunSummary(str(out), units_total=len(units), units_skipped=len(units) - len(todo))
+        summary.engine = engine
+        if limit is not None:
+            todo = todo[:limit]
+        n = max(1, min(workers or config.workers, len(todo) or 1))
+        opts = {
+            "xla_max_devices": config.xla_max_devices,
+            "unit_delay_s": float(config.runner.get("unit_delay_s", 0.0)),
+            "simulator": config.runner.get("simulator", "simpy"),
+            "measure_opts": {k: config.measure[k] for k in ("warmup", "repeats") if k in config.measure},
+        }
+        journal = Journal(out)
+        bar = None
+        try:
+            if todo:
+                if engine == "ray":
+                    counts = [_jax_count(u) for u in todo if _jax_count(u) is not None]
+                    primary = max(set(counts), key=counts.count) if counts else None
+                    eng = RayEngine(opts, config.timeout_s, address, num_cpus=workers or 2,
+                                    primary_devices=primary)
+                else:
+                    eng = LocalEngine(n, opts, config.timeout_s)
+                bar = _progress(len(todo), config.name, progress)
+                _drive(todo, eng, journal, bar, summary, done)
+        finally:
+            journal.close()
+            if bar is not None:
+                bar.close()
+        try:
+            summary.tables = write_tables(out)
+        except OSError as e:
+            raise ExperimentError(f"--out {out_dir}: cannot write the results tables ({e.strerror}); the rows "
+                                  "are safe in rows.jsonl: free space and rerun the same command") from None
     summary.rows_total = summary.tables["rows"]
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+class FolderLock:
+    """``OUT/.lock``, held (``fcntl.flock``) while a run writes to ``OUT``; the kernel
+    releases it when the run ends, however it ends, so a killed run leaves no stale lock."""
+
+    def __init__(self, out: Path):
+        self.path = out / ".lock"
+        self.f = None
+
+    def __enter__(self):
+        import fcntl
+
+        try:
+            self.f = open(self.path, "a+")
+        except OSError as e:
+            raise ExperimentError(f"--out {self.path.parent}: cannot create its lock file ({e.strerror})") from None
+        try:
+            fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.f.seek(0)
+            who = self.f.read().strip() or "another process"
+            self.f.close()
+            raise ExperimentError(f"--out {self.path.parent}: another run ({who}) is writing to this folder; "
+                                  "wait for it to finish, or use another --out") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(f"pid {os.getpid()} on {os.uname().nodename}")
+        self.f.flush()
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()  # closing releases the lock
+        return False
 
 
 def _save_config(config, out: Path):
@@ -295,67 +570,47 @@ def _save_config(config, out: Path):
         (out / "config.yaml").write_text(Path(config.path).read_text())
 
 
-def _drive(todo, n, opts, timeout_s, journal, bar, summary, done):
+def _drive(todo, eng, journal, bar, summary, done):
+    """Feed units to the engine as it has room, and record every finished unit's rows."""
     pending = list(todo)
-    pool = _Pool(n, opts)
+    cancel = True
     try:
-        while pending or any(w.unit is not None for w in pool.workers):
-            for w in list(pool.workers):
-                if w.unit is not None or not pending:
-                    continue
-                k = next((i for i, u in enumerate(pending) if w.compatible(u)), None)
+        while pending or eng.busy() or eng.requeue:
+            if eng.requeue:
+                pending[:0] = eng.requeue
+                eng.requeue = []
+            while pending and eng.free() > 0:
+                k = next((i for i, u in enumerate(pending) if eng.can_take(u)), None)
                 if k is None:
-                    w = pool.replace(w)  # wrong JAX device count: start afresh
-                    k = 0
-                unit = pending.pop(k)
-                try:
-                    pool.submit(w, unit, timeout_s)
-                except OSError:  # the idle worker died: start another and hand it the unit
-                    w = pool.replace(w)
-                    pool.submit(w, unit, timeout_s)
-            busy = [w for w in pool.workers if w.unit is not None]
-            now = time.monotonic()
-            wait_s = max(0.05, min(w.deadline for w in busy) - now) if busy else 0.05
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=min(wait_s, 1.0))
-            for w in busy:
-                unit, rows = w.unit, None
-                if w.conn in ready:
-                    try:
-                        rows = w.conn.recv()
-                    except (EOFError, OSError):
-                        code = w.proc.exitcode
-                        rows = error_rows(unit, "error", f"worker process died (exit code {code}) "
-                                          "while running this unit; out of memory?")
-                        pool.replace(w)
-                    else:
-                        w.unit = None
-                elif w.proc.sentinel in ready or not w.proc.is_alive():
-                    rows = error_rows(unit, "error", f"worker process died (exit code {w.proc.exitcode}) "
-                                      "while running this unit; out of memory?")
-                    pool.replace(w)
-                elif time.monotonic() > w.deadline:
-                    rows = error_rows(unit, "timeout", f"timed out after {timeout_s:g} s "
-                                      "(runner.timeout_s); the worker was stopped")
-                    pool.replace(w)
-                if rows is None:
-                    continue
-                # Only rows this run still needs (with --retry-errors a unit may hold ok rows).
-                want = set(unit.ids) - set(done)
-                rows = [r for r in rows if r["id"] in want]
-                journal.append(rows)
-                for r in rows:
-                    done[r["id"]] = r
-                summary.units_run += 1
-                summary.rows_written += len(rows)
-                for r in rows:
-                    key = {"ok": "rows_ok", "timeout": "rows_timeout"}.get(r["status"], "rows_error")
-                    setattr(summary, key, getattr(summary, key) + 1)
-                if bar is not None:
-                    bar.set_postfix_str(f"{unit.planner} {unit.case.name[:28]}  errors={summary.rows_error} "
-                                        f"timeouts={summary.rows_timeout}", refresh=False)
-                    bar.update(1)
+                    break  # the next units need workers for another JAX device count: let these drain
+                eng.submit(pending.pop(k))
+            for unit, rows in eng.poll(1.0):
+                _record(unit, rows, journal, bar, summary, done)
+        cancel = False
     finally:
-        pool.close()
+        eng.close(cancel=cancel)
+
+
+def _record(unit, rows, journal, bar, summary, done):
+    # Only rows this run still needs (with --retry-errors a unit may hold ok rows).
+    want = set(unit.ids) - set(done)
+    rows = [r for r in rows if r["id"] in want]
+    try:
+        journal.append(rows)
+    except OSError as e:
+        raise ExperimentError(f"cannot append to {journal.path} ({e.strerror}); the rows written so far "
+                              "are intact: free space and rerun the same command to resume") from None
+    for r in rows:
+        done[r["id"]] = r
+    summary.units_run += 1
+    summary.rows_written += len(rows)
+    for r in rows:
+        key = {"ok": "rows_ok", "timeout": "rows_timeout"}.get(r["status"], "rows_error")
+        setattr(summary, key, getattr(summary, key) + 1)
+    if bar is not None:
+        bar.set_postfix_str(f"{unit.planner} {unit.case.name[:28]}  errors={summary.rows_error} "
+                            f"timeouts={summary.rows_timeout}", refresh=False)
+        bar.update(1)
 
 
 def _progress(total, name, enabled):

@@ -1,0 +1,275 @@
+"""The executor across processes: ``jax.distributed`` on CPU (gloo over loopback TCP)
+or on a cluster whose launcher tells JAX where its coordinator is.
+
+Two roles, one code path:
+
+* **member.** Every process of a multi-process run is a member. It calls
+  :func:`initialize` before anything starts JAX's backend, then runs the same
+  command (``compare``, ``calibrate``) as a single process would. Process 0 prints
+  the result; the others print nothing. Correctness is checked on every process
+  (each checks the shards it can address) and gathered to process 0
+  (:func:`gather_flags`), so "correct" means bit-exact on every process.
+  Where the member learns its place:
+
+  - from the variables :func:`launch` sets (``REDIST_COORDINATOR``,
+    ``REDIST_NUM_PROCESSES``, ``REDIST_PROCESS_ID``, ``REDIST_LOCAL_DEVICES``):
+    ``jax.distributed.initialize("127.0.0.1:PORT", num_processes=N, process_id=i)``
+    with ``devices / N`` CPU devices each and ``jax_cpu_collectives_implementation
+    = "gloo"``;
+  - with ``--cluster``: ``jax.distributed.initialize()`` with no arguments, which
+    finds the coordinator itself under Slurm, Open MPI and on Cloud TPU.
+
+* **launcher.** ``python -m executor compare|calibrate ... --processes N`` on one
+  host: :func:`launch` starts N members (``python -m executor <same arguments>``)
+  on a free loopback port, relays process 0's output, and stops every member as
+  soon as one fails (its own error line, exit status 2). Members die with the
+  launcher (``PR_SET_PDEATHSIG``), so no process outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from executor.errors import ExecutorError
+
+ENV_COORD = "REDIST_COORDINATOR"
+ENV_NUM = "REDIST_NUM_PROCESSES"
+ENV_ID = "REDIST_PROCESS_ID"
+ENV_LOCAL = "REDIST_LOCAL_DEVICES"
+#: Set in a member whose launcher wants process 0's result as JSON in this file.
+ENV_RESULT = "REDIST_RESULT_FILE"
+
+_INITIALIZED = False
+
+
+# -- members ---------------------------------------------------------------------------------
+def is_member() -> bool:
+    """True inside a process started by :func:`launch`."""
+    return ENV_ID in os.environ
+
+
+def check_layout(processes: int, devices: int | None) -> int:
+    """Devices per process; raises a user error when ``processes`` does not divide ``devices``."""
+    if processes < 1:
+        raise ExecutorError(f"--processes {processes}: must be at least 1")
+    if devices is None:
+        raise ExecutorError(f"--processes {processes} needs --devices (the global device count)")
+    if devices < processes or devices % processes:
+        raise ExecutorError(f"--processes {processes} does not divide --devices {devices}: each process "
+                            f"owns devices/processes CPU devices; pick a divisor of {devices}")
+    return devices // processes
+
+
+def initialize(cluster: bool = False) -> dict:
+    """Join the run (see the module doc) and start JAX's backend. Returns
+    ``{"process": i, "processes": N, "local_devices": d, "devices": D}``."""
+    global _INITIALIZED
+    import jax
+
+    if not _INITIALIZED:
+        if is_member():
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+            local = int(os.environ[ENV_LOCAL])
+            jax.config.update("jax_num_cpu_devices", local)
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+            jax.distributed.initialize(os.environ[ENV_COORD], num_processes=int(os.environ[ENV_NUM]),
+                                       process_id=int(os.environ[ENV_ID]), initialization_timeout=120,
+                                       heartbeat_timeout_seconds=30)
+        elif cluster:
+            plats = os.environ.get("JAX_PLATFORMS", "")
+            if plats in ("", "cpu"):
+                try:  # CPU collectives across hosts need gloo; GPU/TPU ignore this
+                    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+                except Exception:  # noqa: BLE001
+                    pass
+            try:
+                jax.distributed.initialize()
+            except Exception as e:  # noqa: BLE001 - JAX's message names what it could not find
+                raise ExecutorError(f"--cluster: jax.distributed.initialize() found no cluster "
+                                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                                    "run under srun/mpirun/a TPU pod, or use --processes N on one host") from None
+        _INITIALIZED = True
+    devs = jax.devices()  # starts the backend with the count set above
+    return {"process": jax.process_index(), "processes": jax.process_count(),
+            "local_devices": len(jax.local_devices()), "devices": len(devs)}
+
+
+def process_index() -> int:
+    import jax
+
+    return jax.process_index()
+
+
+def gather_flags(flags: list[bool]) -> list[list[bool]]:
+    """Every process's ``flags``, in process order (all processes must call this)."""
+    import jax
+    import numpy as np
+
+    if jax.process_count() == 1:
+        return [list(flags)]
+    from jax.experimental import multihost_utils
+
+    got = multihost_utils.process_allgather(np.asarray(flags, dtype=np.int32))
+    return [[bool(v) for v in row] for row in np.asarray(got).reshape(jax.process_count(), -1)]
+
+
+def shutdown() -> None:
+    """Leave the run (all processes must call it); JAX becomes unusable afterwards."""
+    global _INITIALIZED
+    import jax
+
+    if _INITIALIZED and jax.process_count() > 1:
+        jax.distributed.shutdown()
+    _INITIALIZED = False
+
+
+# -- launcher --------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_port(port: int) -> int:
+    if not 0 < port < 65536:
+        raise ExecutorError(f"--port {port}: use a TCP port between 1 and 65535")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise ExecutorError(f"--port {port} is in use on 127.0.0.1; pick another or omit --port "
+                                "to use a free one") from None
+    return port
+
+
+def _die_with_parent():  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the launcher still kills members on failure
+        pass
+
+
+def _error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("[Gloo]")]
+    for ln in reversed(lines):
+        if ln.startswith("error: "):
+            return ln[len("error: "):]
+    for ln in reversed(lines):  # an uncaught exception's last line
+        if ":" in ln and not ln.startswith(("File ", "Traceback", "^")):
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def launch(argv: list[str], processes: int, devices: int, port: int | None = None,
+           timeout_s: float | None = None, env: dict | None = None) -> str:
+    """Run ``python -m executor <argv>`` as ``processes`` members on this host; return
+    process 0's stdout. Any member failing stops all of them and raises one
+    :class:`ExecutorError` naming the process and its error."""
+    local = check_layout(processes, devices)
+    port = check_port(port) if port is not None else free_port()
+    base = dict(os.environ if env is None else env)
+    base.pop("XLA_FLAGS", None)  # each member sets its own device count
+    base.update({ENV_COORD: f"127.0.0.1:{port}", ENV_NUM: str(processes), ENV_LOCAL: str(local),
+                 "JAX_PLATFORMS": "cpu"})
+    tmp = Path(tempfile.mkdtemp(prefix="redist-procs-"))
+    procs, outs, errs = [], [], []
+    try:
+        for i in range(processes):
+            e = dict(base, **{ENV_ID: str(i)})
+            out = open(tmp / f"p{i}.out", "w+")
+            err = open(tmp / f"p{i}.err", "w+")
+            outs.append(out)
+            errs.append(err)
+            procs.append(subprocess.Popen([sys.executable, "-m", "executor", *argv], env=e, stdout=out,
+                                          stderr=err, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
+            if bad:
+                i = bad[0]
+                errs[i].flush()
+                errs[i].seek(0)
+                text = errs[i].read()
+                code = codes[i]
+                why = f"exit status {code}" if code > 0 else f"killed by signal {-code}"
+                raise ExecutorError(f"process {i} of {processes} failed ({why}): {_error_line(text)}")
+            if all(c == 0 for c in codes):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise ExecutorError(f"the {processes} processes did not finish within {timeout_s:g} s")
+            time.sleep(0.1)
+        outs[0].flush()
+        outs[0].seek(0)
+        # gloo logs its connections on stdout; the command's own output is the rest
+        return "".join(ln for ln in outs[0].readlines() if not ln.startswith("[Gloo]"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+        for f in outs + errs:
+            f.close()
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()
+
+
+def add_arguments(p) -> None:
+    """``--processes``, ``--port`` and ``--cluster`` for a command that can span processes."""
+    p.add_argument("--processes", type=int, default=1,
+                   help="local processes (jax.distributed, gloo over loopback), each owning "
+                        "devices/processes CPU devices (default: %(default)s)")
+    p.add_argument("--port", type=int, default=None,
+                   help="coordinator port on 127.0.0.1 for --processes (default: a free one)")
+    p.add_argument("--cluster", action="store_true",
+                   help="this process is one of many started by a cluster launcher (srun, mpirun, a TPU "
+                        "pod): call jax.distributed.initialize() and let it find the coordinator")
+
+
+def dispatch(args, argv, run_command):
+    """What ``python -m executor`` does for a command that may span processes:
+    launch members (``--processes N`` > 1), join as a member, or run alone."""
+    n = getattr(args, "processes", 1) or 1
+    if n > 1 and not is_member():
+        if getattr(args, "cluster", False):
+            raise ExecutorError("--processes and --cluster do not mix: --cluster processes are started "
+                                "by the cluster's launcher")
+        check_layout(n, args.devices)
+        text = launch(list(argv), n, args.devices, port=getattr(args, "port", None))
+        sys.stdout.write(text)
+        return None
+    if n == 1 and getattr(args, "port", None) is not None and not is_member():
+        raise ExecutorError("--port is for --processes N > 1")
+    if is_member() or getattr(args, "cluster", False):
+        initialize(cluster=getattr(args, "cluster", False))
+        out = run_command(args)
+        if process_index() != 0:
+            return None
+        if isinstance(out, dict):
+            import jax
+
+            out = {**out, "processes": jax.process_count()}
+        return out
+    return run_command(args)
+
+
+def processes_note() -> str:
+    """``" in N processes (bit-exact checked on every process)"`` when N > 1, else ``""``."""
+    import jax
+
+    n = jax.process_count()
+    return f" in {n} processes, each checked" if n > 1 else ""
