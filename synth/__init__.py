@@ -3,7 +3,17 @@
 Pure Python + numpy. Imports nothing from jax, simpy, plotly or streamlit.
 """
 
-from synth.collectives import COLLECTIVES, AllGather, AllPermute, AllToAll, Collective, DynSlice
+from synth.collectives import (
+    COLLECTIVES,
+    AllGather,
+    AllPermute,
+    AllReduce,
+    AllToAll,
+    Collective,
+    DynSlice,
+    ReduceScatter,
+    Unreduce,
+)
 from synth.errors import (
     CollectiveError,
     MeshError,
@@ -16,10 +26,11 @@ from synth.mesh import Mesh
 from synth.plan import Plan, recv_lower_bound_bytes
 from synth.planners import PLANNERS, plan_easy, plan_normal, synthesize
 from synth.schedule import Schedule, ScheduleOp
-from synth.types import ArrayType, Dim, parse_partition_spec, parse_type
+from synth.types import ArrayType, Dim, parse_partition_spec, parse_type, refine
 
 __all__ = [
-    "COLLECTIVES", "AllGather", "AllPermute", "AllToAll", "ArrayType", "Collective",
+    "COLLECTIVES", "AllGather", "AllPermute", "AllReduce", "AllToAll", "ArrayType", "Collective",
+    "ReduceScatter", "Unreduce", "refine",
     "CollectiveError", "Dim", "DynSlice", "Mesh", "MeshError", "PLANNERS", "Plan", "PlanError",
     "RedistributionError", "Schedule", "ScheduleOp", "TypeSpecError", "interpret",
     "parse_partition_spec", "parse_type", "plan_easy", "plan_normal", "recv_lower_bound_bytes",

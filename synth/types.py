@@ -624,6 +624,8 @@ def parse_partition_spec_unreduced(text: str) -> tuple[tuple, tuple[str, ...]]:
             val = args
         else:
             val = ast.literal_eval(node)
+    except TypeSpecError:
+        raise
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise bad from None
     if not isinstance(val, tuple):

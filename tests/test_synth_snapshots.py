@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from synth import interpret, scatter, synthesize
+from synth import interpret, refine, scatter, synthesize
+from synth.interp import check_blocks
 
 SNAPSHOTS = [
     # Megatron: tensor-parallel columns -> sequence-parallel rows (one all-to-all).
@@ -41,6 +42,30 @@ SNAPSHOTS = [
      [4096, 16384, 32768, 16384, 4096]),
     ("x=2,y=2", "[8{y,x}, 8]", "[8, 8{x}]", "easy",
      ["AllGather(0, x)", "AllGather(0, y)", "DynSlice(1, x)"], [16, 32, 64, 32]),
+    # Megatron TP -> SP: the row-parallel matmul's pending sum is one reduce-scatter.
+    ("dp=2,tp=4", "[8{dp}, 64, 32]{U:tp}", "[8{dp}, 64{tp}, 32]", "normal",
+     ["ReduceScatter(1, tp)"], [8192, 2048]),
+    # FSDP gradient: the data-parallel pending sum reduce-scatters into the FSDP shards.
+    ("fsdp=8", "[64, 16]{U:fsdp}", "[64{fsdp}, 16]", "normal",
+     ["ReduceScatter(0, fsdp)"], [1024, 128]),
+    # Reduce early: reduce-scatter first, so the all-to-all moves a quarter of the data.
+    ("dp=2,tp=4", "[8{dp}, 64, 32]{U:tp}", "[8, 64{tp}, 32{dp}]", "normal",
+     ["ReduceScatter(1, tp)", "AllToAll(0->2, dp)"], [8192, 2048, 2048]),
+    # A pending sum the target replicates: one all-reduce.
+    ("dp=2,tp=4", "[8{dp}, 64, 32]{U:tp}", "[8{dp}, 64, 32]", "normal",
+     ["AllReduce(tp)"], [8192, 8192]),
+    # Uneven vocabulary: 50 rows over 8 devices, shards of 7 (the last holds 1 row).
+    ("x=8", "[50, 4]{U:x}", "[50{x}, 4]", "normal", ["ReduceScatter(0, x)"], [200, 28]),
+    ("x=8", "[50{x}, 4]", "[50, 4{x}]", "normal", ["AllToAll(0->1, x)"], [28, 50]),
+    # 6-way heads on 2x6: uneven nowhere, a 6-way axis moves with one all-to-all.
+    ("d=2,h=6", "[12, 30{h}, 16]", "[12{h}, 30, 16{d}]", "normal",
+     ["DynSlice(2, d)", "AllToAll(1->0, h)"], [960, 480, 480]),
+    # Sub-axes: 8-way FSDP -> 2 x 4, moving only the minor factor.
+    ("x=8", "[64{x}, 32]", "[64{x:(1)2}, 32{x:(2)4}]", "normal",
+     ["AllToAll(0->1, x:(2)4)"], [256, 256]),
+    # Pending sum kept while the dims move; a new one added locally at the end.
+    ("x=2,y=2,z=2", "[8{x}, 8]{U:y}", "[8, 8{x}]{U:y,z}", "normal",
+     ["AllToAll(0->1, x)", "Unreduce(z)"], [32, 32, 32]),
 ]
 
 
@@ -51,14 +76,18 @@ def test_snapshot(mesh, src, dst, planner, steps, shards):
     assert [plan.shard_bytes(t) for t in plan.all_types] == shards
     assert [r["shard_bytes"] for r in plan.rows()] == shards
     x = np.arange(plan.src.num_elems()).reshape(plan.src.shape)
-    for got, want in zip(interpret(plan.steps, plan.src, plan.mesh, x), scatter(x, plan.dst, plan.mesh)):
-        np.testing.assert_array_equal(got, want)
+    wm, wt = plan.work_mesh, plan.work_types
+    # The interpreter checks every device's block (group sums where sums are pending;
+    # padding excluded) after every step; check the final blocks against the target once more.
+    got = interpret(plan.steps, wt[0], wm, x)
+    assert wt[-1] == refine(plan.mesh, [plan.src, plan.dst])[1][1]
+    check_blocks(x, got, wt[-1], wm, "final")
 
 
 def test_plan_json_shape_and_round_trip():
     from synth import Plan
 
-    plan = synthesize("x=2,y=4", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]")
+    plan = synthesize("x=2,y=4", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]", planner="normal")
     d = plan.to_dict()
     assert list(d) == ["mesh", "itemsize", "src", "dst", "planner", "steps", "metrics"]
     assert list(d["mesh"]) == ["x", "y"]
@@ -69,7 +98,7 @@ def test_plan_json_shape_and_round_trip():
 
 
 def test_metrics_of_a_gather_plan():
-    plan = synthesize("x=4", "[64{x}]", "[64]", itemsize=2)
+    plan = synthesize("x=4", "[64{x}]", "[64]", itemsize=2, planner="normal")
     m = plan.metrics()
     assert m["max_shard_bytes"] == 128
     assert m["peak_live_bytes"] == 32 + 128
@@ -78,14 +107,14 @@ def test_metrics_of_a_gather_plan():
 
 
 def test_permute_receives_only_on_moved_devices():
-    plan = synthesize("x=2,y=2", "[8{x}, 8{y}]", "[8{y}, 8{x}]", itemsize=1)
+    plan = synthesize("x=2,y=2", "[8{x}, 8{y}]", "[8{y}, 8{x}]", itemsize=1, planner="normal")
     per_dev = plan.recv_bytes_per_device_per_step[0]
     # devices (0,0) and (1,1) keep their block; (0,1) and (1,0) swap.
     assert per_dev.tolist() == [0, 16, 16, 0]
 
 
 def test_relabel_steps_move_and_count_nothing():
-    plan = synthesize("x=2,y=1,z=4", "[16, 8{y}, 8{x,z}]", "[16, 8{x,z,y}, 8]", itemsize=1)
+    plan = synthesize("x=2,y=1,z=4", "[16, 8{y}, 8{x,z}]", "[16, 8{x,z,y}, 8]", itemsize=1, planner="normal")
     assert plan.noop_steps == (True, False, True)
     assert plan.num_collectives == 1
     assert plan.recv_bytes_per_step == [0, 112, 0]
@@ -99,7 +128,7 @@ def test_multi_axis_collectives_round_trip_json():
 
     assert AllToAll(0, 1, ["x"]) == AllToAll(0, 1, "x")
     assert AllGather(0, ("x", "y")).to_dict() == {"op": "all_gather", "dim": 0, "axis": ["x", "y"]}
-    plan = synthesize("x=2,y=2", "[8{x,y}, 8]", "[8, 8{x,y}]")
+    plan = synthesize("x=2,y=2", "[8{x,y}, 8]", "[8, 8{x,y}]", planner="normal")
     assert [str(s) for s in plan.steps] == ["AllToAll(0->1, (x,y))"]
     assert Plan.from_dict(plan.to_dict()) == plan
 
@@ -107,7 +136,7 @@ def test_multi_axis_collectives_round_trip_json():
 def test_fused_groups_are_capped():
     from synth.planners import MAX_FUSED_GROUP
 
-    plan = synthesize("x=8,y=8,z=8", "[512{x,y,z}, 2]", "[512, 2]", itemsize=1)
+    plan = synthesize("x=8,y=8,z=8", "[512{x,y,z}, 2]", "[512, 2]", itemsize=1, planner="normal")
     assert [str(s) for s in plan.steps] == ["AllGather(0, (y,z))", "AllGather(0, x)"]
     assert all(math.prod(plan.mesh.shape[a] for a in ((s.axis,) if isinstance(s.axis, str) else s.axis))
                <= MAX_FUSED_GROUP for s in plan.steps)
@@ -117,7 +146,7 @@ def test_fused_groups_are_capped():
 
 
 def test_consecutive_slices_are_one_local_op():
-    plan = synthesize("x=8,y=2,z=4", "[256, 64, 128]", "[256, 64{z,y}, 128{x}]", itemsize=1)
+    plan = synthesize("x=8,y=2,z=4", "[256, 64, 128]", "[256, 64{z,y}, 128{x}]", itemsize=1, planner="normal")
     assert [s.kind for s in plan.steps] == ["dyn_slice"] * 3
     assert plan.device_steps() == [(0, 2)]
     (op,) = plan.to_schedule().ops
@@ -126,7 +155,7 @@ def test_consecutive_slices_are_one_local_op():
 
 
 def test_schedule_lowering():
-    plan = synthesize("x=2,y=4", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]", itemsize=4)
+    plan = synthesize("x=2,y=4", "[8{y}, 16, 8{x}]", "[8, 16{x,y}, 8]", itemsize=4, planner="normal")
     sch = plan.to_schedule()
     assert sch.num_devices == 8 and len(sch.ops) == len(plan.steps)
     op = sch.ops[0]
@@ -137,7 +166,7 @@ def test_schedule_lowering():
     from synth import Schedule
 
     assert Schedule.from_dict(sch.to_dict()) == sch
-    perm = synthesize("x=2,y=2", "[8{x}, 8{y}]", "[8{y}, 8{x}]").to_schedule().ops[0]
+    perm = synthesize("x=2,y=2", "[8{x}, 8{y}]", "[8{y}, 8{x}]", planner="normal").to_schedule().ops[0]
     assert perm.kind == "permute" and sorted(perm.pairs) == [(1, 2), (2, 1)]
 
 

@@ -72,8 +72,8 @@ def test_check_against_mesh():
     ArrayType.parse("[8{x,y}]").check(mesh)
     with pytest.raises(TypeSpecError, match="not in mesh"):
         ArrayType.parse("[8{q}]").check(mesh)
-    with pytest.raises(TypeSpecError, match="not divisible"):
-        ArrayType.parse("[6{y}]").check(mesh)
+    # uneven dims are valid (ceil-div padding, as JAX/GSPMD)
+    assert ArrayType.parse("[6{y}]").check(mesh).local_shape(mesh) == (2,)
     with pytest.raises(MeshError):
         Mesh.parse("x=2,x=3")
 
@@ -92,3 +92,71 @@ def test_layering_heavy_imports_stay_in_their_packages():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_pending_sums_print_canonically_and_round_trip_through_partition_spec():
+    t = ArrayType.parse("[1024{x}, 4096]{U: z , y}")
+    assert str(t) == "[1024{x}, 4096]{U:y,z}" and t.unreduced == ("y", "z")
+    assert ArrayType.parse(str(t)) == t and eval(repr(t)) == t
+    assert t.spec_text() == "P('x', None, unreduced={'y','z'})"
+    assert parse_type(t.spec_text(), t.shape) == t
+    assert parse_type("PartitionSpec('x', unreduced={'z', 'y'})", (1024, 4096)) == t
+    shape, spec = t.to_spec()
+    assert ArrayType.from_spec(shape, spec, unreduced={"z", "y"}) == t
+    assert t != ArrayType.parse("[1024{x}, 4096]")
+    assert t.all_axes == ("x", "y", "z") and t.used_axes == ("x",)
+    with pytest.raises(TypeSpecError, match="unknown keyword"):
+        parse_type("P('x', reduced={'y'})", (8,))
+
+
+def test_uneven_dims_pad_like_gspmd():
+    mesh = Mesh.parse("x=8")
+    t = ArrayType.parse("[50257{x}, 4]").check(mesh)
+    assert str(t) == "[50257{x}, 4]" and t.local_shape(mesh) == (6283, 4) and not t.is_even(mesh)
+    starts, stops = t.regions(mesh)
+    assert starts[:, 0].tolist() == [i * 6283 for i in range(8)]
+    assert stops[:, 0].tolist() == [min((i + 1) * 6283, 50257) for i in range(8)]
+    # a trailing device may hold only padding
+    t2 = ArrayType.parse("[3{x}]")
+    s2, e2 = t2.regions(mesh)
+    assert t2.local_shape(mesh) == (1,) and (e2 - s2)[:, 0].tolist() == [1, 1, 1, 0, 0, 0, 0, 0]
+    blocks = scatter(np.arange(3), t2, mesh, pad=-1)
+    assert [b.tolist() for b in blocks] == [[0], [1], [2]] + [[-1]] * 5
+
+
+def test_sub_axes_blocks_and_canonical_form():
+    mesh = Mesh.parse("x=8")
+    t = ArrayType.parse("[16{x:(1)2}, 32{x:(2)4}]").check(mesh)
+    assert t.local_shape(mesh) == (8, 8)
+    idx = t.block_indices(mesh)
+    assert idx[:, 0].tolist() == [d // 4 for d in range(8)]
+    assert idx[:, 1].tolist() == [d % 4 for d in range(8)]
+    # adjacent factors of one axis are the axis; a whole-axis factor is the axis
+    assert str(ArrayType.parse("[16{x:(1)2,x:(2)4}]").check(mesh)) == "[16{x}]"
+    assert str(ArrayType.parse("[16{x:(1)8}]").check(mesh)) == "[16{x}]"
+    assert str(ArrayType.parse("[16]{U:x:(2)4,x:(1)2}").check(mesh)) == "[16]{U:x}"
+    # the refined mesh keeps device ids; a whole axis becomes its factors
+    from synth.types import refine
+
+    work, (r,) = refine(mesh, [ArrayType.parse("[16{x}]")], names=["x:(2)4"])
+    assert work.names == ("x:(1)2", "x:(2)4") and work.size == 8
+    assert str(r) == "[16{x:(1)2,x:(2)4}]"
+    assert (r.block_indices(work) == ArrayType.parse("[16{x}]").block_indices(mesh)).all()
+    with pytest.raises(TypeSpecError, match="pre\\*size dividing 8"):
+        ArrayType.parse("[8{x:(3)4}]").check(mesh)
+    with pytest.raises(TypeSpecError, match="do not tile"):
+        ArrayType.parse("[8{x:(1)2}, 8{x:(3)2}]").check(Mesh.parse("x=12"))
+
+
+def test_pending_scatter_sums_to_the_truth():
+    from synth.interp import check_blocks, unreduced_groups
+
+    mesh = Mesh.parse("x=2,y=4")
+    t = ArrayType.parse("[8{x}, 6]{U:y}")
+    x = np.arange(48).reshape(8, 6)
+    blocks = scatter(x, t, mesh, rng=np.random.default_rng(1))
+    groups = unreduced_groups(t, mesh)
+    assert groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert not np.array_equal(blocks[0], x[:4])  # random parts, not the block itself
+    np.testing.assert_array_equal(sum(blocks[d] for d in groups[1]), x[4:])
+    check_blocks(x, blocks, t, mesh)
