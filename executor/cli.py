@@ -21,6 +21,7 @@ from executor.distributed import add_arguments as add_process_args
 from executor.distributed import dispatch
 from synth.cli import UserErrorParser
 from synth.errors import RedistributionError
+from synth.limits import int_arg
 
 
 def _case_args(p, dtype=True):
@@ -29,22 +30,24 @@ def _case_args(p, dtype=True):
                    help="source type: '[8{y}, 16, 8{x}]' or \"P('y', None, 'x')\" (with --shape)")
     p.add_argument("--dst", required=True, help="target type, same forms as --src")
     p.add_argument("--shape", default=None, help="global shape for P(...) forms, e.g. 8,16,8")
-    p.add_argument("--itemsize", type=int, default=None, help="bytes per element (default 4)")
+    p.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=None, help="bytes per element (default 4)")
     if dtype:
         p.add_argument("--dtype", default=None,
                        help="element type: float32 (default), bfloat16, float16, int8, int32, float64, ...")
 
 
 def _device_args(p):
-    p.add_argument("--devices", type=int, default=8,
+    p.add_argument("--devices", type=int_arg(1, "cpu_devices"), default=8,
                    help="CPU devices to create before JAX starts (default: %(default)s; on GPU/TPU the "
                         "devices present are used)")
 
 
 def _target_args(p, what):
     p.add_argument("--target", default=None, metavar="PROFILE:SIZE",
-                   help=f"{what}; PROFILE:SIZE is a TPU profile of the simulator: tpu-v5p:16x16x16, "
-                        "tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8 (the mesh must have one device per chip)")
+                   help=f"{what}; PROFILE:SIZE is a profile of the simulator: tpu-v5p:16x16x16, "
+                        "tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8 (libtpu), or dgx-h100:N, h100-multinode:N, "
+                        "dgx-a100:N (N nodes of 8 GPUs; needs jax-cuda12-plugin); the mesh must have one "
+                        "device per chip")
     p.add_argument("--placement", default=None,
                    help="with --target: mesh device -> chip, as the simulator's --placement "
                         "(default row-major: device d on chip d)")
@@ -64,11 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     _case_args(c)
     _device_args(c)
     add_process_args(c)
-    _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice with libtpu, no TPU "
+    _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice or GPU machine, no accelerator "
                     "needed, and compare compiled temp memory and collectives (compile-only: no times)")
     c.add_argument("--planner", default="normal", help="our planner: normal (default), easy, search")
-    c.add_argument("--repeats", type=int, default=10, help="timed runs (default: %(default)s; at least 10)")
-    c.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: %(default)s)")
+    c.add_argument("--repeats", type=int_arg(10, "repeats"), default=10, help="timed runs (default: %(default)s; at least 10)")
+    c.add_argument("--warmup", type=int_arg(0, "repeats"), default=3, help="untimed runs first (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print one JSON document")
 
     g = sub.add_parser("codegen", help="print the plan as standalone JAX source",
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _case_args(x)
     _device_args(x)
     x.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
-    _target_args(x, "compile for this TPU slice with libtpu's TPU compiler (no TPU needed) instead of "
+    _target_args(x, "compile for this TPU slice or GPU machine with its own XLA compiler (no accelerator needed) instead of "
                     "the local CPU backend; adds temp bytes")
     x.add_argument("--out", default=None, help="also write the schedule JSON to this file")
     x.add_argument("--hlo", action="store_true", help="print the compiled HLO text as well")
@@ -101,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--quick", action="store_true", help="small grid (well under 3 minutes)")
     k.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     k.add_argument("--out", required=True, help="profile path, e.g. models/profiles/calibrated/cpu-8.json")
-    k.add_argument("--seed", type=int, default=0, help="seed of the training/held-out cases")
+    k.add_argument("--seed", type=int_arg(0), default=0, help="seed of the training/held-out cases")
     k.add_argument("--json", action="store_true", help="print the report summary as one JSON document")
 
     r = sub.add_parser("report", help="ours vs XLA on seeded random cases: memory and time ratios",
@@ -110,13 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "against both partitioners, plus the calibration MAPE if a report exists.")
     _device_args(r)
     add_process_args(r)
-    r.add_argument("--cases", type=int, default=30, help="number of cases (default: %(default)s)")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--scale", type=int, default=64,
+    r.add_argument("--cases", type=int_arg(1, "cases"), default=30, help="number of cases (default: %(default)s)")
+    r.add_argument("--seed", type=int_arg(0), default=0)
+    r.add_argument("--scale", type=int_arg(1, maximum=1 << 20), default=64,
                    help="array size multiplier: dims are devices x {1..4} x SCALE (default: %(default)s)")
-    r.add_argument("--repeats", type=int, default=10)
-    r.add_argument("--calibration", default="models/profiles/calibrated/cpu-8.report.json",
-                   help="calibration report to quote (default: %(default)s)")
+    r.add_argument("--repeats", type=int_arg(10, "repeats"), default=10,
+                   help="timed runs per case (default: %(default)s; at least 10, as for compare)")
+    r.add_argument("--calibration", default=None,
+                   help=f"calibration report to quote (default: {DEFAULT_CALIBRATION} when it exists)")
     r.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 
@@ -173,7 +177,7 @@ def _compare_target(args):
                             planner=args.planner, placement=args.placement)
     if args.json:
         return res
-    print(f"mesh {mesh}: {src} -> {dst}  compiled for {res['target']} by libtpu's TPU compiler "
+    print(f"mesh {mesh}: {src} -> {dst}  compiled for {res['target']} by {res['compiler']} "
           f"({res['dtype']}, placement {res['placement']}); compile-only: nothing ran, no times")
     rows = []
     for k in ("ours", "xla_shardy", "xla_gspmd"):
@@ -187,6 +191,10 @@ def _compare_target(args):
 
 
 def _codegen(args):
+    if args.out:
+        from synth.fileio import check_output_file
+
+        check_output_file(args.out, "--out")
     from executor.codegen import generate_source
     from executor.run import resolve_dtype
     from synth.planners import synthesize
@@ -196,8 +204,9 @@ def _codegen(args):
     plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize)
     src_text = generate_source(plan)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(src_text)
+        from synth.fileio import atomic_write_text
+
+        atomic_write_text(args.out, src_text, "--out")
     if args.json:
         return {"source": src_text, "plan": plan.to_dict(), "out": args.out}
     if not args.out:
@@ -212,6 +221,10 @@ def _xla_schedule(args):
     from executor.fmt import fmt_bytes, table
     from executor.run import xla_reshard
 
+    if args.out:
+        from synth.fileio import check_output_file
+
+        check_output_file(args.out, "--out")
     mesh, src, dst = _case(args)
     if args.target is not None:
         from executor.tpu import compile_xla
@@ -221,7 +234,7 @@ def _xla_schedule(args):
         sched = r.schedule
         sched.meta.update({"partitioner": args.partitioner, "temp_bytes": r.temp_bytes,
                            "compile_only": True, "compile_s": round(r.compile_s, 3)})
-        where = f" compiled for {r.target} (libtpu, compile-only), temp {fmt_bytes(r.temp_bytes)}"
+        where = f" compiled for {r.target} ({r.compiler}, compile-only), temp {fmt_bytes(r.temp_bytes)}"
     else:
         if args.placement is not None:
             raise RedistributionError("--placement applies with --target only")
@@ -234,8 +247,9 @@ def _xla_schedule(args):
         where = f" (local {platform} backend, temp {fmt_bytes(r.memory.temp_bytes)})"
     d = sched.to_dict()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(d, f, indent=2)
+        from synth.fileio import atomic_write_json
+
+        atomic_write_json(args.out, d, "--out", indent=2)
     if args.json:
         if args.hlo:
             d = dict(d, hlo=r.hlo_text)
@@ -278,7 +292,9 @@ def _progress():
 
 def _calibrate(args):
     from executor.calibrate import calibrate
+    from synth.fileio import check_output_file
 
+    check_output_file(args.out, "--out", make_parents=True)  # before minutes of measuring, not after
     rep = calibrate(args.out, devices=args.devices, quick=args.quick, tiny=args.tiny, seed=args.seed,
                     progress=_progress())
     if rep is None:  # a process other than 0 of a multi-process run
@@ -305,13 +321,28 @@ def _calibrate(args):
     return None
 
 
+DEFAULT_CALIBRATION = "models/profiles/calibrated/cpu-8.report.json"
+
+
 def _report(args):
     from executor._jaxsetup import ensure_devices
     from executor.report import report_cases
 
+    from synth.fileio import read_json
+    from synth.limits import check_memory
+
+    calibration = args.calibration
+    if calibration is None:
+        import os
+
+        calibration = DEFAULT_CALIBRATION if os.path.isfile(DEFAULT_CALIBRATION) else None
+    if calibration is not None and not isinstance(read_json(calibration, "--calibration"), dict):
+        raise RedistributionError(f"--calibration {calibration}: expected a JSON object (a calibration report)")
+    # the largest case is (16 MiB x scale / 64); a few copies of it live at once
+    check_memory((16 << 20) * args.scale // 64 * 8, f"report --scale {args.scale}")
     ensure_devices(args.devices)
     rep = report_cases(args.cases, seed=args.seed, scale=args.scale, repeats=args.repeats,
-                       calibration=args.calibration, progress=_progress())
+                       calibration=calibration, progress=_progress())
     if args.json:
         return rep
     from executor.distributed import process_index

@@ -46,7 +46,88 @@ TPU_TARGETS = {
     "tpu-v5e": ("v5e", None),
     "tpu-v6e": ("v6e", None),
 }
-EXAMPLES = "tpu-v5p:16x16x16, tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8"
+EXAMPLES = "tpu-v5p:16x16x16, tpu-v4:4x4x4, tpu-v5e:16x16, tpu-v6e:8x8, dgx-h100:1"
+
+# -- GPU targets ------------------------------------------------------------------------
+# XLA's GPU compiler compiles without a GPU when the CUDA PJRT plugin is given the GPU's
+# description as a GpuTargetConfigProto (text format, option ``target_config``) and the
+# shape of the machine (option ``topology``, "slices x hosts x devices per host").
+# The descriptions below are written from NVIDIA's published specifications; XLA uses
+# them for its heuristics (fusion, tiling), not for the collectives or the buffers.
+_H100_SXM = """gpu_device_info {
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  shared_memory_per_block: 49152
+  shared_memory_per_block_optin: 232448
+  shared_memory_per_core: 233472
+  threads_per_core_limit: 2048
+  core_count: 132
+  fpus_per_core: 128
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  memory_bandwidth: 3350000000000
+  l2_cache_size: 52428800
+  clock_rate_ghz: 1.98
+  device_memory_size: 85899345920
+  cuda_compute_capability { major: 9 minor: 0 }
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 1 patch: 0 }
+device_description_str: "NVIDIA H100 80GB HBM3"
+"""
+# Sources: NVIDIA H100 Tensor Core GPU datasheet (H100 SXM5: 132 SMs, 80 GB HBM3,
+# 3.35 TB/s, 50 MB L2, 1.98 GHz boost); CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability" (9.0: 1024 threads/block, 2048 threads/SM,
+# 64 K registers, 228 KB shared memory per SM, 227 KB per block opt-in).
+_A100_SXM = """gpu_device_info {
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  shared_memory_per_block: 49152
+  shared_memory_per_block_optin: 166912
+  shared_memory_per_core: 167936
+  threads_per_core_limit: 2048
+  core_count: 108
+  fpus_per_core: 64
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  memory_bandwidth: 2039000000000
+  l2_cache_size: 41943040
+  clock_rate_ghz: 1.41
+  device_memory_size: 85899345920
+  cuda_compute_capability { major: 8 minor: 0 }
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 1 patch: 0 }
+device_description_str: "NVIDIA A100-SXM4-80GB"
+"""
+# Sources: NVIDIA A100 Tensor Core GPU datasheet (A100 SXM4 80 GB: 108 SMs, 2,039 GB/s,
+# 40 MB L2, 1.41 GHz boost); CUDA C++ Programming Guide (8.0: 164 KB shared memory per
+# SM, 163 KB per block opt-in).
+
+#: Simulator profile -> (GPU, target description). Sizes are the profile's sizes
+#: (``dgx-h100:2`` = two 8-GPU nodes, ``dgx-h100:1x4`` = four GPUs of one node).
+GPU_TARGETS = {
+    "dgx-h100": ("h100", _H100_SXM),
+    "h100-multinode": ("h100", _H100_SXM),
+    "dgx-a100": ("a100", _A100_SXM),
+}
+
+
+def gpu_install_hint() -> str:
+    try:
+        from importlib.metadata import version
+
+        v = version("jax")
+    except Exception:  # noqa: BLE001
+        v = "<your jax version>"
+    return (f"pip install jax-cuda12-plugin=={v} jax-cuda12-pjrt=={v} (XLA's GPU compiler; no GPU, CUDA "
+            "driver or NVIDIA libraries needed to compile; about 480 MB installed)")
 INSTALL_HINT = ("pip install -U 'jax[tpu]' (or: pip install libtpu, the version jax's "
                 "requirements pin; about 690 MB installed)")
 
@@ -63,6 +144,11 @@ class Target:
     size: str
     libtpu_name: str
     chip_config: str | None = None
+    platform: str = "tpu"          # "tpu" (libtpu) or "cuda" (XLA's GPU compiler)
+
+    @property
+    def compiler(self) -> str:
+        return "libtpu" if self.platform == "tpu" else "XLA GPU compiler (CUDA plugin)"
 
     @property
     def spec(self) -> str:
@@ -70,6 +156,8 @@ class Target:
 
     @property
     def topology_name(self) -> str:
+        if self.platform == "cuda":
+            return f"{self.libtpu_name}:1x{self.size}"
         return f"{self.libtpu_name}:{self.size}"
 
     @property
@@ -93,25 +181,29 @@ def is_tpu_target(text) -> bool:
     return isinstance(text, str) and text.strip().lower().startswith("tpu-")
 
 
+def _choices() -> str:
+    return f"{sorted(TPU_TARGETS) + sorted(GPU_TARGETS)}"
+
+
 def parse_target(text: str) -> Target:
     """``PROFILE:SIZE`` -> :class:`Target`; the size is checked by the simulator's profile."""
     raw = str(text).strip()
     prof, _, size = raw.partition(":")
     prof = prof.strip().lower()
-    if prof not in TPU_TARGETS:
-        gpu = " (XLA's GPU compiler cannot compile without a GPU in this JAX; see docs/executor.md)" \
-            if prof.startswith(("dgx", "gb", "h100", "a100")) else ""
-        raise TargetError(f"--target {raw!r}: unknown target{gpu}; use PROFILE:SIZE with PROFILE one of "
-                          f"{sorted(TPU_TARGETS)}, e.g. {EXAMPLES}")
+    if prof not in TPU_TARGETS and prof not in GPU_TARGETS:
+        raise TargetError(f"--target {raw!r}: unknown target; use PROFILE:SIZE with PROFILE one of "
+                          f"{_choices()}, e.g. {EXAMPLES}")
     if not size.strip():
-        raise TargetError(f"--target {raw!r}: give the slice size, e.g. {prof}:"
-                          f"{'4x4x4' if prof in ('tpu-v5p', 'tpu-v4') else '4x4'}")
+        eg = "1" if prof in GPU_TARGETS else "4x4x4" if prof in ("tpu-v5p", "tpu-v4") else "4x4"
+        raise TargetError(f"--target {raw!r}: give the size, e.g. {prof}:{eg}")
     import models
 
     try:
         m = models.load_profile(prof, size.strip())
     except ValueError as e:
         raise TargetError(f"--target {raw!r}: {e}") from None
+    if prof in GPU_TARGETS:
+        return Target(prof, "x".join(str(d) for d in m.dims), GPU_TARGETS[prof][0], None, "cuda")
     name, chip = TPU_TARGETS[prof]
     return Target(prof, "x".join(str(d) for d in m.dims), name, chip)
 
@@ -127,7 +219,6 @@ def _quiet_env() -> None:
     libtpu takes /tmp/libtpu_lockfile and a second process fails)."""
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
@@ -143,8 +234,20 @@ def libtpu_status() -> str | None:
     return None
 
 
+def gpu_plugin_status() -> str | None:
+    """``None`` when JAX's CUDA plugin can be found, else why not (one line)."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("jax_plugins.xla_cuda12") is None:
+            return "JAX's CUDA plugin (jax-cuda12-plugin, jax-cuda12-pjrt) is not installed"
+    except (ImportError, ValueError):
+        return "JAX's CUDA plugin (jax-cuda12-plugin, jax-cuda12-pjrt) is not installed"
+    return None
+
+
 @lru_cache(maxsize=16)
-def _topology(topology_name: str, chip_config: str | None):
+def _topology(topology_name: str, chip_config: str | None, platform: str = "tpu"):
     from executor._jaxsetup import default_platforms
     from executor.run import capture_fd2
 
@@ -153,9 +256,12 @@ def _topology(topology_name: str, chip_config: str | None):
     from jax.experimental import topologies
 
     kw = {"chip_config_name": chip_config} if chip_config else {}
+    if platform == "cuda":
+        gpu, _, shape = topology_name.partition(":")
+        kw = {"target_config": next(c for g, c in GPU_TARGETS.values() if g == gpu), "topology": shape}
     with capture_fd2() as cap:
         try:
-            topo = topologies.get_topology_desc(topology_name=topology_name, platform="tpu", **kw)
+            topo = topologies.get_topology_desc(topology_name=topology_name, platform=platform, **kw)
             err = None
         except Exception as e:  # noqa: BLE001 - reported below as one line
             err = e
@@ -166,8 +272,21 @@ def _topology(topology_name: str, chip_config: str | None):
 
 
 def topology(target) -> object:
-    """libtpu's description of the slice (compile-only devices); errors are one line."""
+    """The compiler's description of the slice or GPU machine (compile-only devices);
+    errors are one line."""
     t = target_of(target)
+    if t.platform == "cuda":
+        why = gpu_plugin_status()
+        if why:
+            raise TargetError(f"--target {t.spec}: {why}; install it with: {gpu_install_hint()}")
+        topo, err, _ = _topology(t.topology_name, None, "cuda")
+        if topo is None:
+            raise TargetError(f"--target {t.spec}: XLA's GPU compiler could not describe {t.topology_name!r} "
+                              f"({err}); check that the plugin matches jax: {gpu_install_hint()}")
+        if len(topo.devices) != t.num_chips:
+            raise TargetError(f"--target {t.spec}: the CUDA plugin describes {len(topo.devices)} GPUs, "
+                              f"expected {t.num_chips}")
+        return topo
     why = libtpu_status()
     if why:
         raise TargetError(f"--target {t.spec}: {why}; the TPU compiler comes from libtpu: {INSTALL_HINT}")
@@ -189,6 +308,8 @@ def chip_devices(target) -> list:
     """The slice's devices in the simulator's chip order (row-major over the dims)."""
     t = target_of(target)
     topo = topology(t)
+    if t.platform == "cuda":  # GPUs numbered node-major, as the simulator numbers them
+        return sorted(topo.devices, key=lambda d: d.id)
     by_coords = {tuple(d.coords): d for d in topo.devices}
     dims3 = tuple(t.dims) + (1,) * (3 - len(t.dims))
     out = []
@@ -254,6 +375,7 @@ class TpuCompiled:
     full_remat: bool
     hlo_text: str = field(default="", repr=False)
     log: str = field(default="", repr=False)
+    compiler: str = "libtpu"
 
     @property
     def collectives(self) -> list[str]:
@@ -264,7 +386,7 @@ class TpuCompiled:
         return str(self.schedule.meta.get("full_remat_reason", ""))
 
     def to_dict(self) -> dict:
-        return {"strategy": self.strategy, "target": self.target, "compiler": f"tpu ({self.target}, libtpu)",
+        return {"strategy": self.strategy, "target": self.target, "compiler": self.compiler,
                 "compile_only": True, "temp_bytes": self.temp_bytes, "argument_bytes": self.argument_bytes,
                 "output_bytes": self.output_bytes, "full_remat": self.full_remat,
                 "full_remat_reason": self.remat_reason, "collectives": self.collectives,
@@ -288,9 +410,10 @@ def _finish(strategy, t, compiled, log, mesh, src, dst, itemsize, compile_s) -> 
                             name=f"{strategy} on {t.spec}: {mesh}", log=log)
     mem = compiled.memory_analysis()
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
-                       "strategy": strategy, "compiler": f"tpu:{t.spec}", "target": t.spec})
+                       "strategy": strategy, "compiler": f"{t.platform}:{t.spec}", "target": t.spec})
     return TpuCompiled(strategy, t.spec, sched, int(mem.temp_size_in_bytes), int(mem.argument_size_in_bytes),
-                       int(mem.output_size_in_bytes), compile_s, bool(sched.meta.get("full_remat")), text, log)
+                       int(mem.output_size_in_bytes), compile_s, bool(sched.meta.get("full_remat")), text, log,
+                       t.compiler)
 
 
 def _dtype(dtype, itemsize):
@@ -360,7 +483,7 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     mesh, src, dst = parse_case(mesh, src, dst)
     dtype, itemsize = _dtype(dtype, itemsize)
     plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
-    out = {"target": t.spec, "compiler": "tpu (libtpu)", "compile_only": True, "times": None,
+    out = {"target": t.spec, "compiler": t.compiler, "compile_only": True, "times": None,
            "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
            "placement": placement or "row-major"}
     ours = compile_plan(t, plan, dtype=dtype, placement=placement)
@@ -370,3 +493,25 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     for p in ("shardy", "gspmd"):
         out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
     return out
+
+
+def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "normal",
+                placement=None) -> dict:
+    """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
+    the TPU compiler for ``target``, with XLA's rematerialization verdicts."""
+    from synth.planners import synthesize
+
+    t = target_of(target)
+    dtype, itemsize = _dtype(dtype, None)
+    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    row = {"target": t.spec, "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
+           "planner": plan.planner}
+    ours = compile_plan(t, plan, dtype=dtype, placement=placement)
+    row.update({"ours_temp_bytes": ours.temp_bytes, "ours_collectives": ours.collectives,
+                "ours_full_remat": ours.full_remat, "compile_s": ours.compile_s})
+    for p in ("shardy", "gspmd"):
+        x = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement)
+        row.update({f"{p}_temp_bytes": x.temp_bytes, f"{p}_full_remat": x.full_remat,
+                    f"{p}_collectives": x.collectives})
+        row["compile_s"] += x.compile_s
+    return row

@@ -342,3 +342,95 @@ def xla_schedule_cached(cache: dict, case: Case, planner: str, itemsize: int, ma
     if isinstance(cache[key], Exception):
         raise cache[key]
     return cache[key]
+
+
+# -- memory measured by the TPU compiler ------------------------------------------------------
+def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v4"), planner: str = "normal",
+               progress=None) -> dict:
+    """Our plan's temp bytes against XLA's (Shardy and GSPMD), every program compiled
+    by XLA's TPU compiler (libtpu) for a slice of each profile sized for the case (as
+    the runner sizes machines). Returns the rows and the counts the issue asks for."""
+    from executor import tpu
+    from experiments.suites import load_suite
+
+    for p in profiles:
+        if p not in TPU_PROFILES:
+            raise ExperimentError(f"tpu-memory: profile {p!r} is not a TPU profile; use {list(TPU_PROFILES)}")
+    cases = [c for s in suites for c in load_suite(s)]
+    rows = []
+    todo = [(c, p) for p in profiles for c in cases]
+    for i, (case, prof) in enumerate(todo):
+        mesh, src, dst = case.parsed()
+        base = {"suite": case.suite, "case": case.name, "profile": prof, "num_devices": case.num_devices}
+        try:
+            machine = load_machine(prof, case.num_devices)
+            r = tpu.memory_case(machine.spec, mesh, src, dst, dtype=case.dtype, planner=planner)
+            rows.append({**base, "status": "ok", **r})
+        except Exception as e:  # noqa: BLE001 - one failed case is a row, not the end of the table
+            rows.append({**base, "status": "error", "error": f"{type(e).__name__}: {e}"})
+        if progress:
+            progress(i + 1, len(todo), f"{prof} {case.name}")
+    return {"rows": rows, "summary": tpu_memory_summary(rows), "planner": planner,
+            "suites": list(suites), "profiles": list(profiles)}
+
+
+def tpu_memory_summary(rows) -> list[dict]:
+    """Per profile and partitioner: cases, ours <= XLA, ours < XLA, XLA remat cases and
+    ours < XLA among them, total temp bytes."""
+    out = []
+    ok = [r for r in rows if r.get("status") == "ok"]
+    for prof in sorted({r["profile"] for r in rows}):
+        rs = [r for r in ok if r["profile"] == prof]
+        for p in ("shardy", "gspmd"):
+            remat = [r for r in rs if r[f"{p}_full_remat"]]
+            out.append({
+                "profile": prof, "partitioner": p, "cases": len(rs),
+                "errors": sum(1 for r in rows if r["profile"] == prof and r.get("status") != "ok"),
+                "ours_le_xla": sum(r["ours_temp_bytes"] <= r[f"{p}_temp_bytes"] for r in rs),
+                "ours_lt_xla": sum(r["ours_temp_bytes"] < r[f"{p}_temp_bytes"] for r in rs),
+                "xla_remat": len(remat),
+                "ours_lt_xla_where_remat": sum(r["ours_temp_bytes"] < r[f"{p}_temp_bytes"] for r in remat),
+                "ours_temp_bytes_total": sum(r["ours_temp_bytes"] for r in rs),
+                "xla_temp_bytes_total": sum(r[f"{p}_temp_bytes"] for r in rs),
+            })
+    return out
+
+
+def print_tpu_memory(args) -> int:
+    """``python -m experiments tpu-memory``: the table and the counts."""
+    import json
+    import sys
+
+    from executor.fmt import fmt_bytes, table
+
+    def progress(i, n, label):
+        print(f"\r[{i}/{n}] {label[:60]:60s}", end="" if i < n else "\n", file=sys.stderr, flush=True)
+
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
+    rep = tpu_memory(split(args.suites), split(args.profiles), args.planner,
+                     progress=None if args.json else progress)
+    if args.json:
+        print(json.dumps(rep, default=str))
+        return 0
+    rows = []
+    for r in rep["rows"]:
+        if r["status"] != "ok":
+            rows.append([r["profile"], r["case"], r["num_devices"], "error: " + r["error"][:60], "", "", ""])
+            continue
+        rows.append([r["target"], r["case"], r["num_devices"], fmt_bytes(r["ours_temp_bytes"]),
+                     fmt_bytes(r["shardy_temp_bytes"]) + (" REMAT" if r["shardy_full_remat"] else ""),
+                     fmt_bytes(r["gspmd_temp_bytes"]) + (" REMAT" if r["gspmd_full_remat"] else ""),
+                     " ".join(r["ours_collectives"]) or "-"])
+    print("Temp bytes per device from compiled.memory_analysis(), every program compiled by XLA's TPU "
+          "compiler (libtpu) for the slice; compile-only, nothing ran. REMAT: XLA built the whole array.")
+    print(table(rows, ["target", "case", "devices", f"ours ({rep['planner']})", "XLA Shardy", "XLA GSPMD",
+                       "our collectives"]))
+    print()
+    srows = [[s["profile"], s["partitioner"], s["cases"], f"{s['ours_le_xla']}/{s['cases']}",
+              f"{s['ours_lt_xla']}/{s['cases']}", s["xla_remat"],
+              f"{s['ours_lt_xla_where_remat']}/{s['xla_remat']}",
+              fmt_bytes(s["ours_temp_bytes_total"]), fmt_bytes(s["xla_temp_bytes_total"]), s["errors"]]
+             for s in rep["summary"]]
+    print(table(srows, ["profile", "vs", "cases", "ours <= XLA", "ours < XLA", "XLA remat",
+                        "ours < XLA where remat", "ours total", "XLA total", "errors"]))
+    return 0

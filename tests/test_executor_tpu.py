@@ -43,8 +43,8 @@ def test_parse_target_maps_profiles_to_libtpu_names():
 
 @pytest.mark.parametrize("text,words", [
     ("tpu-v9:2x2", ["tpu-v9", "tpu-v5p", "tpu-v4"]),
-    ("tpu-v5p", ["give the slice size"]),
-    ("dgx-h100:8", ["GPU", "tpu-v5p:16x16x16"]),
+    ("tpu-v5p", ["give the size"]),
+    ("gb200-nvl72:1", ["gb200-nvl72", "dgx-h100", "tpu-v5p:16x16x16"]),
     ("tpu-v5p:banana", ["tpu-v5p:banana"]),
 ])
 def test_bad_targets_name_the_input_and_the_choices(text, words):
@@ -196,7 +196,6 @@ def test_xla_schedule_target_json(tmp_path):
 @pytest.mark.parametrize("args,words", [
     (["--target", "tpu-v9:2x2"], ["tpu-v9", "tpu-v5p:16x16x16"]),
     (["--target", "tpu-v5p:4x4x4"], ["64 chips", "tpu-v5p:2x2x2"]),
-    (["--target", "dgx-h100:8"], ["dgx-h100:8", "GPU"]),
     (["--placement", "x=Z"], ["--placement", "--target"]),
 ])
 def test_bad_target_input_exits_2_with_one_line(args, words):
@@ -221,3 +220,31 @@ def test_cpu_work_does_not_probe_a_tpu():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["cpu", "cpu", "2"]
     assert "TPU" not in r.stderr
+
+
+# -- GPU targets (XLA's GPU compiler through JAX's CUDA plugin, no GPU) ----------------------
+def test_gpu_target_parses_to_the_profiles_nodes():
+    t = tpu.parse_target("dgx-h100:2")
+    assert (t.platform, t.size, t.num_chips, t.topology_name) == ("cuda", "2x8", 16, "h100:1x2x8")
+    assert tpu.parse_target("dgx-a100:1x4").num_chips == 4
+
+
+@pytest.mark.skipif(tpu.gpu_plugin_status() is None, reason="JAX's CUDA plugin is installed here")
+def test_gpu_target_without_the_plugin_says_how_to_install_it():
+    r = _cli("xla-schedule", *ISSUE_ARGS, "--target", "dgx-h100:1")
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "dgx-h100:1x8" in lines[0] and "pip install jax-cuda12-plugin==" in lines[0]
+
+
+@pytest.mark.skipif(tpu.gpu_plugin_status() is not None, reason="needs jax-cuda12-plugin (see docs/executor.md)")
+def test_gpu_compile_of_the_issue_case_without_a_gpu():
+    """The CUDA plugin compiles for 8 H100s with no GPU: XLA's GPU compiler also
+    rematerializes the whole array for the issue's case; ours is two all-to-alls."""
+    plan = synthesize(MESH, ISSUE_SRC, ISSUE_DST)
+    ours = tpu.compile_plan("dgx-h100:1", plan)
+    assert _comm(ours.schedule) == _comm(plan.to_schedule())
+    for part in ("shardy", "gspmd"):
+        x = tpu.compile_xla("dgx-h100:1", MESH, ISSUE_SRC, ISSUE_DST, part)
+        assert x.full_remat and x.schedule.meta["compiler"] == "cuda:dgx-h100:1x8"
+        assert ours.temp_bytes < x.temp_bytes
