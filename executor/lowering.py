@@ -5,8 +5,11 @@ Each entry lowers one step two ways from the same facts:
 * ``emit(block, step)``   -- the traced ``jax.lax`` call inside ``jax.shard_map``;
 * ``source(step)``        -- the same call as readable Python source (for codegen).
 
-A ``Step`` carries the collective, the type before and after, and the mesh.
-``LOWERINGS`` must have an entry for every kind in :data:`synth.COLLECTIVES`
+A ``Step`` carries the collective, the type before and after, and the mesh (the plan's
+work mesh: with sub-axes, each factor is a mesh axis of its own, named by
+:func:`jax_axis_name`). Blocks are padded shards: an uneven dim is padded before a
+split (``jnp.pad``) and truncated after a concatenation, exactly where the numpy data
+rule does. ``LOWERINGS`` must have an entry for every kind in :data:`synth.COLLECTIVES`
 (a test checks it).
 """
 
@@ -17,9 +20,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.collectives import Collective
-from synth.mesh import Mesh
+from synth.mesh import Mesh, parse_axis
 from synth.plan import Plan
 from synth.types import ArrayType
+
+
+def jax_axis_name(a: str) -> str:
+    """The JAX mesh axis name of an axis or sub-axis: ``x`` stays ``x``; the factor
+    ``x:(2)4`` of a refined mesh becomes ``x_sub2_4`` (an identifier)."""
+    base, pre, size = parse_axis(a)
+    return a if pre is None else f"{base}_sub{pre}_{size}"
+
+
+def jax_axes(axis):
+    """``jax.lax``'s axis argument (a name or a tuple of names) for a collective's axis."""
+    if isinstance(axis, str):
+        return jax_axis_name(axis)
+    return tuple(jax_axis_name(a) for a in axis)
+
+
+def _names(axis) -> tuple[str, ...]:
+    return (axis,) if isinstance(axis, str) else tuple(axis)
 
 
 @dataclass(frozen=True)
@@ -38,8 +59,9 @@ class Step:
 
 
 def plan_steps(plan: Plan) -> list[Step]:
-    return [Step(i, c, a, b, plan.mesh)
-            for i, (c, a, b) in enumerate(zip(plan.steps, plan.all_types[:-1], plan.all_types[1:]))]
+    wt = plan.work_types
+    return [Step(i, c, a, b, plan.work_mesh)
+            for i, (c, a, b) in enumerate(zip(plan.steps, wt[:-1], wt[1:]))]
 
 
 # -- permutes: rounds of partial permutations ----------------------------------------
@@ -80,11 +102,69 @@ def _linear_index(mesh: Mesh):
 
     idx = 0
     for name, size in zip(mesh.names, mesh.sizes):
-        idx = idx * size + lax.axis_index(name)
+        idx = idx * size + lax.axis_index(jax_axis_name(name))
     return idx
 
 
-# -- the four kinds ---------------------------------------------------------------
+def _group_index(mesh: Mesh, axis):
+    """This device's index in its group over ``axis`` (major to minor), traced."""
+    from jax import lax
+
+    idx = 0
+    for a in _names(axis):
+        idx = idx * mesh.axis_size(a) + lax.axis_index(jax_axis_name(a))
+    return idx
+
+
+def _group_index_src(mesh: Mesh, axis) -> str:
+    parts = [f"lax.axis_index({jax_axis_name(a)!r})" for a in _names(axis)]
+    expr = parts[0]
+    for a, p in zip(_names(axis)[1:], parts[1:]):
+        expr = f"({expr}) * {mesh.axis_size(a)} + {p}"
+    return expr
+
+
+def _pad_to(block, dim: int, length: int):
+    import jax.numpy as jnp
+
+    if block.shape[dim] >= length:
+        return block
+    pad = [(0, 0)] * block.ndim
+    pad[dim] = (0, length - block.shape[dim])
+    return jnp.pad(block, pad)
+
+
+def _cut_to(block, dim: int, length: int):
+    from jax import lax
+
+    if block.shape[dim] <= length:
+        return block
+    return lax.slice_in_dim(block, 0, length, axis=dim)
+
+
+def _pad_src(dim: int, have: int, length: int) -> list[str]:
+    if have >= length:
+        return []
+    pad = ["(0, 0)"] * (dim + 1)
+    pad[dim] = f"(0, {length - have})"
+    return [f"block = jnp.pad(block, [{', '.join(pad)}] + [(0, 0)] * (block.ndim - {dim + 1}))"
+            "  # uneven dim: pad to whole shards"]
+
+
+def _cut_src(dim: int, have: int, length: int) -> list[str]:
+    if have <= length:
+        return []
+    return [f"block = lax.slice_in_dim(block, 0, {length}, axis={dim})  # uneven dim: drop padding"]
+
+
+def _n(step: Step) -> int:
+    n = 1
+    for a in _names(step.op.axis):
+        n *= step.mesh.axis_size(a)
+    return n
+
+
+# -- the kinds ----------------------------------------------------------------------
 class _DynSlice:
     kind = "dyn_slice"
 
@@ -93,15 +173,18 @@ class _DynSlice:
         from jax import lax
 
         c = step.op
-        piece = block.shape[c.dim] // step.mesh.axis_size(c.axis)
-        return lax.dynamic_slice_in_dim(block, lax.axis_index(c.axis) * piece, piece, axis=c.dim)
+        n, piece = _n(step), step.t_out.local_shape(step.mesh)[c.dim]
+        block = _pad_to(block, c.dim, n * piece)
+        return lax.dynamic_slice_in_dim(block, _group_index(step.mesh, c.axis) * piece, piece, axis=c.dim)
 
     @staticmethod
     def source(step: Step) -> list[str]:
         c = step.op
-        piece = step.t_out.local_shape(step.mesh)[c.dim]
-        return [f"block = lax.dynamic_slice_in_dim(block, lax.axis_index({c.axis!r}) * {piece}, "
-                f"{piece}, axis={c.dim})"]
+        n, piece = _n(step), step.t_out.local_shape(step.mesh)[c.dim]
+        have = step.t_in.local_shape(step.mesh)[c.dim]
+        return _pad_src(c.dim, have, n * piece) + [
+            f"block = lax.dynamic_slice_in_dim(block, {_group_index_src(step.mesh, c.axis)} * {piece}, "
+            f"{piece}, axis={c.dim})"]
 
 
 class _AllGather:
@@ -111,12 +194,17 @@ class _AllGather:
     def emit(block, step: Step):
         from jax import lax
 
-        return lax.all_gather(block, step.op.axis, axis=step.op.dim, tiled=True)
+        c = step.op
+        out = lax.all_gather(block, jax_axes(c.axis), axis=c.dim, tiled=True)
+        return _cut_to(out, c.dim, step.t_out.local_shape(step.mesh)[c.dim])
 
     @staticmethod
     def source(step: Step) -> list[str]:
         c = step.op
-        return [f"block = lax.all_gather(block, {c.axis!r}, axis={c.dim}, tiled=True)"]
+        n = _n(step)
+        have = n * step.t_in.local_shape(step.mesh)[c.dim]
+        return [f"block = lax.all_gather(block, {jax_axes(c.axis)!r}, axis={c.dim}, tiled=True)"] + \
+            _cut_src(c.dim, have, step.t_out.local_shape(step.mesh)[c.dim])
 
 
 class _AllToAll:
@@ -127,13 +215,96 @@ class _AllToAll:
         from jax import lax
 
         c = step.op
-        return lax.all_to_all(block, c.axis, split_axis=c.dst_dim, concat_axis=c.src_dim, tiled=True)
+        n = _n(step)
+        block = _pad_to(block, c.dst_dim, n * step.t_out.local_shape(step.mesh)[c.dst_dim])
+        out = lax.all_to_all(block, jax_axes(c.axis), split_axis=c.dst_dim, concat_axis=c.src_dim,
+                             tiled=True)
+        return _cut_to(out, c.src_dim, step.t_out.local_shape(step.mesh)[c.src_dim])
 
     @staticmethod
     def source(step: Step) -> list[str]:
         c = step.op
-        return [f"block = lax.all_to_all(block, {c.axis!r}, split_axis={c.dst_dim}, "
-                f"concat_axis={c.src_dim}, tiled=True)"]
+        n = _n(step)
+        li, lo = step.t_in.local_shape(step.mesh), step.t_out.local_shape(step.mesh)
+        return _pad_src(c.dst_dim, li[c.dst_dim], n * lo[c.dst_dim]) + [
+            f"block = lax.all_to_all(block, {jax_axes(c.axis)!r}, split_axis={c.dst_dim}, "
+            f"concat_axis={c.src_dim}, tiled=True)"] + _cut_src(c.src_dim, n * li[c.src_dim], lo[c.src_dim])
+
+
+class _AllReduce:
+    kind = "all_reduce"
+
+    @staticmethod
+    def emit(block, step: Step):
+        from jax import lax
+
+        return lax.psum(block, jax_axes(step.op.axis))
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        return [f"block = lax.psum(block, {jax_axes(step.op.axis)!r})"]
+
+
+class _ReduceScatter:
+    kind = "reduce_scatter"
+
+    @staticmethod
+    def emit(block, step: Step):
+        from jax import lax
+
+        c = step.op
+        n = _n(step)
+        block = _pad_to(block, c.dim, n * step.t_out.local_shape(step.mesh)[c.dim])
+        lead = 1
+        for k in block.shape[:c.dim]:
+            lead *= k
+        if lead == 1:
+            return lax.psum_scatter(block, jax_axes(c.axis), scatter_dimension=c.dim, tiled=True)
+        # The pieces must be contiguous: bring the piece index to the front (one copy, the
+        # layout change XLA would insert itself), reduce-scatter along it, and reshape back.
+        shp = block.shape
+        split = shp[:c.dim] + (n, shp[c.dim] // n) + shp[c.dim + 1:]
+        perm = (c.dim,) + tuple(range(c.dim)) + tuple(range(c.dim + 1, len(split)))
+        out = lax.psum_scatter(block.reshape(split).transpose(perm), jax_axes(c.axis),
+                               scatter_dimension=0, tiled=True)
+        return out.reshape(shp[:c.dim] + (shp[c.dim] // n,) + shp[c.dim + 1:])
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        c = step.op
+        n = _n(step)
+        fine = step.t_out.local_shape(step.mesh)[c.dim]
+        li = step.t_in.local_shape(step.mesh)
+        lines = _pad_src(c.dim, li[c.dim], n * fine)
+        lead = 1
+        for k in li[:c.dim]:
+            lead *= k
+        if lead == 1:
+            return lines + [f"block = lax.psum_scatter(block, {jax_axes(c.axis)!r}, "
+                            f"scatter_dimension={c.dim}, tiled=True)"]
+        shp = li[:c.dim] + (n * fine,) + li[c.dim + 1:]
+        split = shp[:c.dim] + (n, fine) + shp[c.dim + 1:]
+        perm = (c.dim,) + tuple(range(c.dim)) + tuple(range(c.dim + 1, len(split)))
+        out = shp[:c.dim] + (fine,) + shp[c.dim + 1:]
+        return lines + [
+            f"# pieces along dim {c.dim} made contiguous (one copy), reduce-scattered, reshaped back",
+            f"block = lax.psum_scatter(block.reshape({split}).transpose({perm}), "
+            f"{jax_axes(c.axis)!r}, scatter_dimension=0, tiled=True).reshape({out})"]
+
+
+class _Unreduce:
+    kind = "unreduce"
+
+    @staticmethod
+    def emit(block, step: Step):
+        import jax.numpy as jnp
+
+        return jnp.where(_group_index(step.mesh, step.op.axis) == 0, block, jnp.zeros_like(block))
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        return [f"block = jnp.where({_group_index_src(step.mesh, step.op.axis)} == 0, block, "
+                "jnp.zeros_like(block))  # one device per group keeps the value"]
 
 
 class _AllPermute:
@@ -148,7 +319,7 @@ class _AllPermute:
         import jax.numpy as jnp
         from jax import lax
 
-        axes = tuple(step.mesh.names)
+        axes = tuple(jax_axis_name(a) for a in step.mesh.names)
         rounds = _AllPermute.rounds(step)
         if not rounds:
             return block
@@ -167,7 +338,7 @@ class _AllPermute:
 
     @staticmethod
     def source(step: Step) -> list[str]:
-        axes = tuple(step.mesh.names)
+        axes = tuple(jax_axis_name(a) for a in step.mesh.names)
         rounds = _AllPermute.rounds(step)
         if not rounds:
             return ["pass  # every device already holds its new block"]
@@ -187,16 +358,24 @@ class _AllPermute:
 
 
 #: kind -> lowering. Keyed exactly like :data:`synth.COLLECTIVES`.
-LOWERINGS = {low.kind: low for low in (_DynSlice, _AllGather, _AllToAll, _AllPermute)}
+LOWERINGS = {low.kind: low for low in (_DynSlice, _AllGather, _AllToAll, _AllPermute, _AllReduce,
+                                        _ReduceScatter, _Unreduce)}
 
 
 def body_for(plan: Plan):
-    """The per-device function: source block in, target block out."""
+    """The per-device function: source block in, target block out. With pending sums
+    the block carries a leading stacking dim of 1 (see :func:`executor.run.layout`)."""
     steps = plan_steps(plan)
+    stacked_in = bool(plan.work_types[0].unreduced)
+    stacked_out = bool(plan.work_types[-1].unreduced)
 
     def body(block):
+        if stacked_in:
+            block = block[0]
         for st in steps:
             block = LOWERINGS[st.op.kind].emit(block, st)
+        if stacked_out:
+            block = block[None]
         return block
 
     return body

@@ -6,6 +6,18 @@
 * :func:`xla_reshard` compiles ``jax.jit(identity, out_shardings=dst)`` under either
   partitioner (Shardy, JAX's default, or GSPMD), checks and measures it the same way,
   and reads XLA's plan out of the compiled HLO (:mod:`executor.hlo`).
+
+**The new types on devices** (see :class:`Layout`). JAX arrays here must divide evenly
+and have no pending sums (JAX 0.10.2 rejects uneven shardings, and ``unreduced`` needs
+``Explicit`` mesh axes), so both programs take and give the *physical* array: each
+uneven dim padded to ``split * shard`` (every device's shard is its padded block, as in
+GSPMD), and, with pending sums, a leading stacking dim of ``prod(unreduced sizes)``
+sharded over the unreduced axes (each device holds its partial block). Sub-axes run
+on the refined mesh: each factor is a JAX mesh axis (``x:(2)4`` is ``x_sub2_4``), same
+devices in the same order. Pending-sum inputs are small integers, so every order of
+summation is exact. XLA's baseline for these types is a jitted function that drops the
+padding, sums the stacked partials over the reduced axes (zeros for axes the target
+adds) and pads again, with ``out_shardings`` = the target: XLA chooses the collectives.
 """
 
 from __future__ import annotations
@@ -19,11 +31,11 @@ import numpy as np
 
 from executor.errors import ExecutorError
 from executor.measure import Memory, Timing, memory_of, time_call
-from synth.interp import scatter
+from synth.interp import unreduced_groups
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.schedule import Schedule
-from synth.types import ArrayType
+from synth.types import ArrayType, refine
 
 PARTITIONERS = ("shardy", "gspmd")
 
@@ -73,10 +85,13 @@ def _enable_x64_if(name: str):
 def make_input(t: ArrayType, dtype: str = "float32", seed: int = 0) -> np.ndarray:
     """A seeded array of ``t``'s global shape whose values are (nearly always) distinct
     and survive ``x + 0`` exactly: positive normal floats from random bits, or random
-    integers. Distinct values make a misplaced element visible."""
+    integers. Distinct values make a misplaced element visible. With pending sums:
+    small random integers (see :func:`physical_input`), so every sum is exact."""
     dt = _np_dtype(dtype)
     rng = np.random.default_rng(seed)
     n = int(np.prod(t.shape))
+    if t.unreduced:
+        return rng.integers(-_PART, _PART, size=t.shape, endpoint=True).astype(dt)
     if dt.kind == "f" or dtype == "bfloat16":
         bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
         nbits = 8 * dt.itemsize
@@ -89,8 +104,67 @@ def make_input(t: ArrayType, dtype: str = "float32", seed: int = 0) -> np.ndarra
     return rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dt).reshape(t.shape)
 
 
+_PART = 64  # pending-sum inputs and their parts are integers in [-_PART, _PART]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How an array of type ``t`` (written on the work mesh ``mesh``) lives on devices."""
+
+    t: ArrayType
+    mesh: Mesh
+
+    @property
+    def n_unreduced(self) -> int:
+        n = 1
+        for a in self.t.unreduced:
+            n *= self.mesh.shape[a]
+        return n
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The physical global shape: padded dims, after a stacking dim if sums are pending."""
+        padded = tuple(k * n for k, n in zip(self.t.splits(self.mesh), self.t.local_shape(self.mesh)))
+        return ((self.n_unreduced,) if self.t.unreduced else ()) + padded
+
+    @property
+    def plain(self) -> bool:
+        """No stacking, no padding: the physical array is the array."""
+        return not self.t.unreduced and self.t.is_even(self.mesh)
+
+    def spec(self) -> tuple:
+        from executor.lowering import jax_axes
+
+        _, spec = self.t.to_spec()
+        spec = tuple(None if e is None else jax_axes(e) for e in spec)
+        if self.t.unreduced:
+            spec = (jax_axes(self.t.unreduced),) + spec
+        return spec
+
+    def pad(self, core: np.ndarray) -> np.ndarray:
+        """``core`` (the array, or stacked parts) padded with zeros to :attr:`shape`."""
+        lead = 1 if self.t.unreduced else 0
+        return np.pad(core, [(0, 0)] * lead + [(0, p - n) for p, n in zip(self.shape[lead:], self.t.shape)])
+
+
+def physical_input(x: np.ndarray, t: ArrayType, mesh: Mesh, seed: int = 0) -> np.ndarray:
+    """The physical source array for ``x`` under ``t`` (on the work mesh): padded; with
+    pending sums, random small integer parts stacked along a leading dim whose sum is
+    ``x`` (the last part holds the rest; ``x`` must itself be small integers, as
+    :func:`make_input` makes it for such types)."""
+    lay = Layout(t, mesh)
+    if not t.unreduced:
+        return lay.pad(x)
+    n = lay.n_unreduced
+    rng = np.random.default_rng(seed + 104729)
+    parts = rng.integers(-_PART, _PART, size=(n,) + t.shape, endpoint=True).astype(x.dtype)
+    parts[-1] = x - parts[:-1].sum(axis=0, dtype=x.dtype)
+    return lay.pad(parts)
+
+
 def jax_mesh(mesh: Mesh, devices=None):
-    """A ``jax.sharding.Mesh`` whose row-major device order is device id order, as in synth."""
+    """A ``jax.sharding.Mesh`` whose row-major device order is device id order, as in synth.
+    A refined mesh's factors get identifier names (:func:`executor.lowering.jax_axis_name`)."""
     import jax
     from jax.sharding import Mesh as JMesh
 
@@ -102,13 +176,22 @@ def jax_mesh(mesh: Mesh, devices=None):
             f"mesh {mesh} needs {mesh.size} devices but {len(devs)} are available "
             f"({jax.default_backend()} backend); use --devices {mesh.size} on CPU"
         )
-    return JMesh(np.asarray(devs[: mesh.size], dtype=object).reshape(mesh.sizes), mesh.names)
+    from executor.lowering import jax_axis_name
+
+    return JMesh(np.asarray(devs[: mesh.size], dtype=object).reshape(mesh.sizes),
+                 tuple(jax_axis_name(a) for a in mesh.names))
 
 
-def named_sharding(jmesh, t: ArrayType):
+def named_sharding(jmesh, t: ArrayType, mesh: Mesh | None = None):
+    """The sharding of ``t``'s physical array (:class:`Layout`) on ``jmesh``."""
     from jax.sharding import NamedSharding, PartitionSpec
 
+    from executor.lowering import jax_axes
+
     _, spec = t.to_spec()
+    spec = tuple(None if e is None else jax_axes(e) for e in spec)
+    if t.unreduced:
+        spec = (jax_axes(t.unreduced),) + spec
     return NamedSharding(jmesh, PartitionSpec(*spec))
 
 
@@ -120,27 +203,45 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def check_output(out, x: np.ndarray, t: ArrayType, mesh: Mesh, jmesh) -> str | None:
     """``None`` if ``out`` is exactly ``x`` with exactly the sharding of ``t``, else why not.
 
-    Checks the sharding (equivalent to the target ``NamedSharding``), the global value
-    bit for bit, and every device's shard against the block ``t`` assigns it."""
+    ``t`` and ``mesh`` are the work type and mesh. Checks the sharding (equivalent to the
+    target ``NamedSharding`` of the physical array, :class:`Layout`) and every device's
+    shard against the block ``t`` assigns it, bit for bit; padding is ignored, and where
+    sums are pending the shards of each group of devices that differ only on the
+    unreduced axes must sum exactly to the block."""
+    lay = Layout(t, mesh)
     target = named_sharding(jmesh, t)
-    if tuple(out.shape) != tuple(x.shape):
-        return f"output shape {tuple(out.shape)} is not the input shape {tuple(x.shape)}"
-    if not out.sharding.is_equivalent_to(target, len(t.shape)):
+    if tuple(out.shape) != lay.shape:
+        return f"output shape {tuple(out.shape)} is not the {'' if lay.plain else 'physical '}" \
+               f"shape {lay.shape} of {t}"
+    if not out.sharding.is_equivalent_to(target, len(lay.shape)):
         return f"output sharding {out.sharding} is not the target {target}"
     pos = {d.id: i for i, d in enumerate(jmesh.devices.flat)}
-    want = scatter(x, t, mesh)
-    seen = set()
+    local = tuple(t.local_shape(mesh))
+    starts, stops = t.regions(mesh)
+
+    def block(i):
+        return x[tuple(slice(int(a), int(b)) for a, b in zip(starts[i], stops[i]))]
+
+    got = {}
     for sh in out.addressable_shards:
         i = pos.get(sh.device.id)
         if i is None:
             return f"a shard lives on device {sh.device}, outside the mesh"
-        got = np.asarray(sh.data)
-        if got.shape != want[i].shape:
-            return f"device {i} holds shape {got.shape}; the target type {t} gives {want[i].shape}"
-        if not np.array_equal(_bits(got), _bits(want[i])):
-            bad = int((_bits(got) != _bits(want[i])).sum())
+        data = np.asarray(sh.data)
+        if t.unreduced:
+            data = data[0]
+        if tuple(data.shape) != local:
+            return f"device {i} holds shape {data.shape}; the target type {t} gives {local}"
+        got[i] = data[tuple(slice(0, int(b - a)) for a, b in zip(starts[i], stops[i]))]
+        if not t.unreduced and not np.array_equal(_bits(got[i]), _bits(block(i))):
+            bad = int((_bits(got[i]) != _bits(block(i))).sum())
             return f"device {i} holds {bad} wrong element(s) of its target block"
-        seen.add(i)
+    for grp in (unreduced_groups(t, mesh) if t.unreduced else ()):
+        if all(d in got for d in grp):  # (in a multi-process run, groups split over processes are skipped)
+            total = sum(got[d].astype(np.float64) for d in grp)
+            if not np.array_equal(total, block(grp[0]).astype(np.float64)):
+                return f"devices {grp} hold partial blocks that do not sum to their target block"
+    seen = set(got)
     # in a multi-process run each process holds (and checks) the shards of its own devices
     import jax
 
@@ -246,7 +347,8 @@ def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = Non
 
     from executor.lowering import body_for
 
-    mesh = plan.mesh
+    mesh = plan.work_mesh  # the user's mesh, refined into the sub-axes the plan uses
+    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
     dtype, itemsize = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
     _enable_x64_if(dtype)
     if x is None:
@@ -254,17 +356,15 @@ def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     elif tuple(x.shape) != plan.src.shape:
         raise ExecutorError(f"run_plan: x has shape {tuple(x.shape)}, the plan's array is {plan.src.shape}")
     jmesh = jax_mesh(mesh, devices)
-    src_s, dst_s = named_sharding(jmesh, plan.src), named_sharding(jmesh, plan.dst)
-    _, src_spec = plan.src.to_spec()
-    _, dst_spec = plan.dst.to_spec()
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
     fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec,
                                out_specs=dst_s.spec, check_vma=False),
                  out_shardings=dst_s)
-    xs = jax.device_put(x, src_s)
+    xs = jax.device_put(physical_input(x, src_w, mesh, seed), src_s)
     with capture_fd2() as cap:
         compiled = fn.lower(xs).compile()
     global_bytes = int(np.prod(plan.src.shape)) * itemsize
-    return _finish(f"ours-{plan.planner}", compiled, compiled, xs, x, plan.dst, mesh, jmesh, measure,
+    return _finish(f"ours-{plan.planner}", compiled, compiled, xs, x, dst_w, mesh, jmesh, measure,
                    warmup, repeats, strict, cap["text"], global_bytes, itemsize)
 
 
@@ -295,13 +395,72 @@ def xla_reshard(mesh, src, dst, partitioner: str = "shardy", x: np.ndarray | Non
     _enable_x64_if(dtype)
     if x is None:
         x = make_input(src, dtype, seed)
-    jmesh = jax_mesh(mesh, devices)
-    src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
-    xs = jax.device_put(x, src_s)
-    compiled, log = compile_identity(xs, dst_s, partitioner)
+    src, dst = src.check(mesh), dst.check(mesh)
+    work, (src_w, dst_w) = refine(mesh, [src, dst])
+    jmesh = jax_mesh(work, devices)
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
+    xs = jax.device_put(physical_input(x, src_w, work, seed), src_s)
+    if Layout(src_w, work).plain and Layout(dst_w, work).plain:
+        compiled, log = compile_identity(xs, dst_s, partitioner)
+    else:
+        compiled, log = compile_reduction(xs, src_w, dst_w, work, dst_s, partitioner)
     global_bytes = int(np.prod(src.shape)) * itemsize
-    return _finish(f"xla-{partitioner}", compiled, compiled, xs, x, dst, mesh, jmesh, measure,
+    return _finish(f"xla-{partitioner}", compiled, compiled, xs, x, dst_w, work, jmesh, measure,
                    warmup, repeats, strict, log, global_bytes, itemsize)
+
+
+def reduction_fn(src: ArrayType, dst: ArrayType, mesh: Mesh):
+    """XLA's baseline for the new types (on the work ``mesh``), as a function of the
+    physical source array: drop the padding, sum the stacked parts over the axes the
+    target reduces, put zeros in the parts of axes only the target leaves pending, and
+    pad to the target's physical shape. With ``out_shardings`` = the target, XLA's
+    partitioner chooses the collectives."""
+    import jax.numpy as jnp
+
+    s_lay, d_lay = Layout(src, mesh), Layout(dst, mesh)
+    su, du = list(src.unreduced), list(dst.unreduced)
+
+    def f(a):
+        lead = 1 if su else 0
+        a = a[(slice(None),) * lead + tuple(slice(0, n) for n in src.shape)]
+        if su:
+            a = a.reshape(tuple(mesh.shape[u] for u in su) + src.shape)
+            gone = tuple(i for i, u in enumerate(su) if u not in du)
+            if gone:
+                a = a.sum(axis=gone)
+            kept = [u for u in su if u in du]
+        else:
+            kept = []
+        if du:
+            for u in du:  # axes only the target leaves pending: the value on index 0
+                if u not in kept:
+                    n = mesh.shape[u]
+                    a = jnp.concatenate([a[None], jnp.zeros((n - 1,) + a.shape, a.dtype)], axis=0)
+                    kept = [u] + kept
+            order = [kept.index(u) for u in du]
+            a = jnp.transpose(a, order + list(range(len(du), a.ndim)))
+            a = a.reshape((d_lay.n_unreduced,) + dst.shape)
+        lead = 1 if du else 0
+        pad = [(0, 0)] * lead + [(0, p - n) for p, n in zip(d_lay.shape[lead:], dst.shape)]
+        return jnp.pad(a, pad) if any(p for _, p in pad) else a
+
+    return f, s_lay, d_lay
+
+
+def compile_reduction(x, src: ArrayType, dst: ArrayType, mesh: Mesh, dst_sharding, partitioner: str):
+    """Compile :func:`reduction_fn` under ``partitioner`` (see :func:`compile_identity`)."""
+    import jax
+
+    f, _, _ = reduction_fn(src, dst, mesh)
+    old = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
+    try:
+        fn = jax.jit(f, out_shardings=dst_sharding)
+        with capture_fd2() as cap:
+            compiled = fn.lower(x).compile()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", old)
+    return compiled, cap["text"]
 
 
 def compile_identity(x, dst_sharding, partitioner: str):
