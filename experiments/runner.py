@@ -336,6 +336,26 @@ def _repo_root() -> str:
     return str(Path(__file__).resolve().parents[1])
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (Ray itself retries for minutes) when nothing answers at ``address``."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ExperimentError(f"--address {address}: write HOST:PORT (the head's GCS, 'ray start --head' "
+                              "prints it) or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise ExperimentError(f"--address {address}: nothing answers at {host}:{port} ({why}); start a Ray "
+                              "head there ('ray start --head') or omit --address for a local Ray") from None
+
+
 class RayEngine:
     """Each unit is a Ray task; a local Ray (``num_cpus``) or an existing cluster."""
 
@@ -357,6 +377,8 @@ class RayEngine:
             env = {"env_vars": {"JAX_PLATFORMS": "cpu"},
                    "py_modules": [m.__path__[0] for m in (synth, models, simulator, executor, experiments)]}
         self.base_env = env
+        if address is not None:
+            _check_reachable(address)
         try:
             if address is None:
                 ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,

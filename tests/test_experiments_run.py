@@ -342,3 +342,156 @@ def test_whatif_panel_covers_every_knob(tmp_path):
         assert half.loc[p, "max_shard_bytes"] * 2 == base.loc[p, "max_shard_bytes"]
     lat = df[df["latency_scale"] == 10.0].set_index("planner")
     assert (lat["time_s"] > base["time_s"]).all()
+
+
+# -- one run per folder, concurrent runs, a full disk -------------------------------------------
+def test_two_runs_into_one_folder_one_waits_out_with_a_clear_error(tmp_path):
+    """Two runs started together into one --out: one owns the folder, the other stops
+    with one line and exit 2 and writes nothing; the rows end up exactly once."""
+    cfg_path = tmp_path / "fast.yaml"
+    cfg_path.write_text(FAST)
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    cmd = [sys.executable, "-m", "experiments", "run", str(cfg_path), "--out", str(out), "--no-progress", "--json"]
+    a = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out / ".lock").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    b = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    ao, ae = a.communicate(timeout=300)
+    assert a.returncode == 0, ae
+    assert b.returncode == 2, b.stderr
+    lines = [x for x in b.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "another run" in lines[0] and str(out) in lines[0], b.stderr
+    assert "Traceback" not in b.stderr
+    expected = {i for u in load_config(cfg_path).units() for i in u.ids}
+    ids = [x["id"] for x in _journal_lines(out)]
+    assert len(ids) == len(set(ids)) and set(ids) == expected
+    assert json.loads(ao)["rows_written"] == len(expected)
+    # the lock goes with its run: a third run finds everything done
+    c = _cli("run", cfg_path, "--out", out, "--json", "--no-progress")
+    assert c.returncode == 0 and json.loads(c.stdout)["units_run"] == 0
+
+
+def test_runs_racing_for_one_folder_lose_and_duplicate_no_rows(tmp_path):
+    """Three runs into one folder, started one after another while the first still
+    works, then resumed: every row exactly once."""
+    cfg_path = tmp_path / "fast.yaml"
+    cfg_path.write_text(FAST)
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    cmd = [sys.executable, "-m", "experiments", "run", str(cfg_path), "--out", str(out), "--no-progress", "--json"]
+    procs = []
+    for _ in range(3):
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+        time.sleep(1.0)
+    codes = [p.wait(timeout=300) for p in procs]
+    assert sorted(codes).count(0) >= 1 and set(codes) <= {0, 2}, codes
+    r = _cli("run", cfg_path, "--out", out, "--json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    expected = {i for u in load_config(cfg_path).units() for i in u.ids}
+    ids = [x["id"] for x in _journal_lines(out)]
+    assert len(ids) == len(set(ids)), "a row was written twice"
+    assert set(ids) == expected, "rows are missing"
+    assert len(pd.read_csv(out / "results.csv")) == len(expected)
+
+
+def test_disk_full_stops_the_run_keeps_its_rows_and_resumes(tmp_path, monkeypatch):
+    """The journal's disk fills up mid-run (the third append writes half a line and
+    fails): the run stops with one clear error, the rows before stay intact, and a
+    rerun completes with every row exactly once."""
+    import errno
+
+    from experiments import runner
+
+    cfg_path = tmp_path / "fast.yaml"
+    cfg_path.write_text(FAST.replace("unit_delay_s: 0.4", "unit_delay_s: 0.0"))
+    out = tmp_path / "out"
+    real = runner.Journal.append
+    calls = {"n": 0}
+
+    def append(self, rows):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            text = json.dumps(rows[0])
+            self.f.write(text[: len(text) // 2])
+            self.f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, rows)
+
+    monkeypatch.setattr(runner.Journal, "append", append)
+    cfg = load_config(cfg_path)
+    with pytest.raises(ExperimentError, match="No space left on device.*rerun the same command"):
+        runner.run(cfg, out, workers=2, progress=False)
+    kept = _journal_lines_tolerant(out)
+    assert len(kept) == 2  # the two units appended before the disk filled
+    monkeypatch.setattr(runner.Journal, "append", real)
+    s = runner.run(cfg, out, workers=2, progress=False)
+    expected = {i for u in cfg.units() for i in u.ids}
+    ids = [x["id"] for x in _journal_lines(out)]
+    assert len(ids) == len(set(ids)) and set(ids) == expected
+    assert s.units_skipped == 2 and s.rows_total == len(expected)
+    assert [x["id"] for x in kept] == ids[:2]  # the earlier rows are untouched
+
+
+def _journal_lines_tolerant(d: Path) -> list[dict]:
+    out = []
+    for x in (d / "rows.jsonl").read_text().splitlines():
+        try:
+            out.append(json.loads(x))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def test_out_is_locked_while_a_run_holds_it(tmp_path):
+    from experiments.runner import FolderLock
+
+    with FolderLock(tmp_path):
+        r = _cli("run", SMOKE, "--out", tmp_path, "--no-progress")
+        assert r.returncode == 2
+        assert r.stderr.strip().count("\n") == 0 and "another run (pid " in r.stderr
+    assert not list(tmp_path.glob("rows.jsonl"))  # the refused run wrote nothing
+
+
+def test_a_worker_that_dies_gives_error_rows_and_the_run_goes_on(tmp_path):
+    """A unit whose worker process dies (here: killed from outside, as the OOM killer
+    would) becomes error rows; the others finish."""
+    cfg = tmp_path / "die.yaml"
+    cfg.write_text("""
+name: die
+cases:
+  - {name: a, mesh: "x=4", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+  - {name: b, mesh: "x=2", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+  - {name: c, mesh: "x=2", src: "[8, 8{x}]", dst: "[8{x}, 8]"}
+machines: [tpu-v4]
+planners: [normal]
+runner: {workers: 1, timeout_s: 60, unit_delay_s: 4, simulator: analytic}
+""")
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    out = tmp_path / "o"
+    p = subprocess.Popen([sys.executable, "-m", "experiments", "run", str(cfg), "--out", str(out),
+                          "--no-progress", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    # wait for the pool's worker to be busy with the first unit, then kill it
+    deadline = time.monotonic() + 60
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        kids = [k for k in _children(p.pid) if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+        if kids:
+            time.sleep(2.0)  # inside the first unit's 4 s delay
+            victim = kids[0]
+        time.sleep(0.1)
+    assert victim is not None, "no worker appeared"
+    os.kill(victim, signal.SIGKILL)
+    so, se = p.communicate(timeout=120)
+    assert p.returncode == 0, se
+    rows = _journal_lines(out)
+    assert len(rows) == 3
+    dead = [x for x in rows if x["status"] == "error"]
+    assert len(dead) == 1 and "worker process died" in dead[0]["error"]
+    assert sum(x["status"] == "ok" for x in rows) == 2
