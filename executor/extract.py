@@ -24,14 +24,20 @@ def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "floa
     import jax.numpy as jnp
 
     from executor.hlo import hlo_to_schedule
-    from executor.run import PARTITIONERS, compile_identity, jax_mesh, named_sharding
+    from executor.run import PARTITIONERS, Layout, compile_identity, compile_reduction, jax_mesh, named_sharding
+    from synth.types import refine
 
     if partitioner not in PARTITIONERS:
         raise ExecutorError(f"xla_schedule: unknown partitioner {partitioner!r}; choose one of {list(PARTITIONERS)}")
-    jmesh = jax_mesh(mesh)
-    src_s, dst_s = named_sharding(jmesh, src), named_sharding(jmesh, dst)
-    x = jax.ShapeDtypeStruct(src.shape, jnp.dtype(dtype), sharding=src_s)
-    compiled, log = compile_identity(x, dst_s, partitioner)
+    # pending sums, uneven dims and sub-axes: the physical arrays on the refined mesh
+    work, (src_w, dst_w) = refine(mesh, [src.check(mesh), dst.check(mesh)])
+    jmesh = jax_mesh(work)
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
+    x = jax.ShapeDtypeStruct(Layout(src_w, work).shape, jnp.dtype(dtype), sharding=src_s)
+    if Layout(src_w, work).plain and Layout(dst_w, work).plain:
+        compiled, log = compile_identity(x, dst_s, partitioner)
+    else:
+        compiled, log = compile_reduction(x, src_w, dst_w, work, dst_s, partitioner)
     itemsize = jnp.dtype(dtype).itemsize
     sched = hlo_to_schedule(compiled.as_text(), num_devices=mesh.size,
                             global_bytes=math.prod(src.shape) * itemsize,

@@ -332,7 +332,7 @@ def _finish(strategy, fn, compiled, xs, x, dst, mesh, jmesh, measure, warmup, re
     sched.meta.update({"mesh": str(mesh), "dst": str(dst), "itemsize": itemsize, "strategy": strategy})
     return RunResult(strategy, err is None, err, timing, memory_of(compiled, list(jmesh.devices.flat)),
                      sched, bool(sched.meta.get("full_remat")), text, log, compiled, xs.sharding,
-                     tuple(x.shape), str(x.dtype))
+                     tuple(xs.shape), str(x.dtype))
 
 
 def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = None,
