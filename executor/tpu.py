@@ -498,20 +498,31 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
 def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "normal",
                 placement=None) -> dict:
     """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
-    the TPU compiler for ``target``, with XLA's rematerialization verdicts."""
+    the target's compiler, with XLA's rematerialization verdicts.
+
+    A program the compiler rejects because it does not fit in the chip's memory
+    ("RESOURCE_EXHAUSTED: Ran out of memory") gets ``*_temp_bytes = None`` and
+    ``*_oom`` = the compiler's message: it needs more than the whole HBM."""
     from synth.planners import synthesize
 
     t = target_of(target)
     dtype, itemsize = _dtype(dtype, None)
     plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
     row = {"target": t.spec, "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
-           "planner": plan.planner}
-    ours = compile_plan(t, plan, dtype=dtype, placement=placement)
-    row.update({"ours_temp_bytes": ours.temp_bytes, "ours_collectives": ours.collectives,
-                "ours_full_remat": ours.full_remat, "compile_s": ours.compile_s})
-    for p in ("shardy", "gspmd"):
-        x = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement)
-        row.update({f"{p}_temp_bytes": x.temp_bytes, f"{p}_full_remat": x.full_remat,
-                    f"{p}_collectives": x.collectives})
-        row["compile_s"] += x.compile_s
+           "planner": plan.planner, "compile_s": 0.0}
+    progs = [("ours", lambda: compile_plan(t, plan, dtype=dtype, placement=placement))]
+    progs += [(p, lambda p=p: compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement))
+              for p in ("shardy", "gspmd")]
+    for key, build in progs:
+        try:
+            r = build()
+        except Exception as e:  # noqa: BLE001 - only the compiler's out-of-memory verdict is kept
+            if "RESOURCE_EXHAUSTED" not in str(e):
+                raise
+            row.update({f"{key}_temp_bytes": None, f"{key}_oom": str(e).strip().splitlines()[0][:300],
+                        f"{key}_full_remat": None, f"{key}_collectives": []})
+            continue
+        row.update({f"{key}_temp_bytes": r.temp_bytes, f"{key}_oom": None, f"{key}_full_remat": r.full_remat,
+                    f"{key}_collectives": r.collectives})
+        row["compile_s"] += r.compile_s
     return row

@@ -346,7 +346,7 @@ def xla_schedule_cached(cache: dict, case: Case, planner: str, itemsize: int, ma
 
 # -- memory measured by the TPU compiler ------------------------------------------------------
 def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v4"), planner: str = "normal",
-               progress=None) -> dict:
+               progress=None, cases=None) -> dict:
     """Our plan's temp bytes against XLA's (Shardy and GSPMD), every program compiled
     by XLA's TPU compiler (libtpu) for a slice of each profile sized for the case (as
     the runner sizes machines). Returns the rows and the counts the issue asks for."""
@@ -356,7 +356,8 @@ def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v
     for p in profiles:
         if p not in TPU_PROFILES:
             raise ExperimentError(f"tpu-memory: profile {p!r} is not a TPU profile; use {list(TPU_PROFILES)}")
-    cases = [c for s in suites for c in load_suite(s)]
+    if cases is None:
+        cases = [c for s in suites for c in load_suite(s)]
     rows = []
     todo = [(c, p) for p in profiles for c in cases]
     for i, (case, prof) in enumerate(todo):
@@ -374,24 +375,38 @@ def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v
             "suites": list(suites), "profiles": list(profiles)}
 
 
+def _le(ours, xla) -> bool:
+    """ours <= XLA, where None means "does not fit in the chip's memory"."""
+    return xla is None or (ours is not None and ours <= xla)
+
+
+def _lt(ours, xla) -> bool:
+    return ours is not None and (xla is None or ours < xla)
+
+
 def tpu_memory_summary(rows) -> list[dict]:
     """Per profile and partitioner: cases, ours <= XLA, ours < XLA, XLA remat cases and
-    ours < XLA among them, total temp bytes."""
+    ours < XLA among them, XLA programs that do not fit in HBM, total temp bytes (over
+    the cases where both compiled)."""
     out = []
     ok = [r for r in rows if r.get("status") == "ok"]
     for prof in sorted({r["profile"] for r in rows}):
         rs = [r for r in ok if r["profile"] == prof]
         for p in ("shardy", "gspmd"):
-            remat = [r for r in rs if r[f"{p}_full_remat"]]
+            # a program that does not fit in HBM rematerialized or worse: count it with the remats
+            remat = [r for r in rs if r[f"{p}_full_remat"] or r[f"{p}_temp_bytes"] is None]
+            both = [r for r in rs if r["ours_temp_bytes"] is not None and r[f"{p}_temp_bytes"] is not None]
             out.append({
                 "profile": prof, "partitioner": p, "cases": len(rs),
                 "errors": sum(1 for r in rows if r["profile"] == prof and r.get("status") != "ok"),
-                "ours_le_xla": sum(r["ours_temp_bytes"] <= r[f"{p}_temp_bytes"] for r in rs),
-                "ours_lt_xla": sum(r["ours_temp_bytes"] < r[f"{p}_temp_bytes"] for r in rs),
+                "ours_le_xla": sum(_le(r["ours_temp_bytes"], r[f"{p}_temp_bytes"]) for r in rs),
+                "ours_lt_xla": sum(_lt(r["ours_temp_bytes"], r[f"{p}_temp_bytes"]) for r in rs),
                 "xla_remat": len(remat),
-                "ours_lt_xla_where_remat": sum(r["ours_temp_bytes"] < r[f"{p}_temp_bytes"] for r in remat),
-                "ours_temp_bytes_total": sum(r["ours_temp_bytes"] for r in rs),
-                "xla_temp_bytes_total": sum(r[f"{p}_temp_bytes"] for r in rs),
+                "ours_lt_xla_where_remat": sum(_lt(r["ours_temp_bytes"], r[f"{p}_temp_bytes"]) for r in remat),
+                "xla_oom": sum(r[f"{p}_temp_bytes"] is None for r in rs),
+                "ours_oom": sum(r["ours_temp_bytes"] is None for r in rs),
+                "ours_temp_bytes_total": sum(r["ours_temp_bytes"] for r in both),
+                "xla_temp_bytes_total": sum(r[f"{p}_temp_bytes"] for r in both),
             })
     return out
 
@@ -417,20 +432,25 @@ def print_tpu_memory(args) -> int:
         if r["status"] != "ok":
             rows.append([r["profile"], r["case"], r["num_devices"], "error: " + r["error"][:60], "", "", ""])
             continue
-        rows.append([r["target"], r["case"], r["num_devices"], fmt_bytes(r["ours_temp_bytes"]),
-                     fmt_bytes(r["shardy_temp_bytes"]) + (" REMAT" if r["shardy_full_remat"] else ""),
-                     fmt_bytes(r["gspmd_temp_bytes"]) + (" REMAT" if r["gspmd_full_remat"] else ""),
+        def cell(k):
+            if r[f"{k}_temp_bytes"] is None:
+                return "does not fit (OOM)"
+            return fmt_bytes(r[f"{k}_temp_bytes"]) + (" REMAT" if r.get(f"{k}_full_remat") else "")
+
+        rows.append([r["target"], r["case"], r["num_devices"], cell("ours"), cell("shardy"), cell("gspmd"),
                      " ".join(r["ours_collectives"]) or "-"])
     print("Temp bytes per device from compiled.memory_analysis(), every program compiled by XLA's TPU "
-          "compiler (libtpu) for the slice; compile-only, nothing ran. REMAT: XLA built the whole array.")
+          "compiler (libtpu) for the slice; compile-only, nothing ran. REMAT: XLA built the whole array; "
+          "OOM: the compiler rejected the program as larger than the chip's HBM.")
     print(table(rows, ["target", "case", "devices", f"ours ({rep['planner']})", "XLA Shardy", "XLA GSPMD",
                        "our collectives"]))
     print()
     srows = [[s["profile"], s["partitioner"], s["cases"], f"{s['ours_le_xla']}/{s['cases']}",
               f"{s['ours_lt_xla']}/{s['cases']}", s["xla_remat"],
-              f"{s['ours_lt_xla_where_remat']}/{s['xla_remat']}",
+              f"{s['ours_lt_xla_where_remat']}/{s['xla_remat']}", s["xla_oom"], s["ours_oom"],
               fmt_bytes(s["ours_temp_bytes_total"]), fmt_bytes(s["xla_temp_bytes_total"]), s["errors"]]
              for s in rep["summary"]]
-    print(table(srows, ["profile", "vs", "cases", "ours <= XLA", "ours < XLA", "XLA remat",
-                        "ours < XLA where remat", "ours total", "XLA total", "errors"]))
+    print(table(srows, ["profile", "vs", "cases", "ours <= XLA", "ours < XLA", "XLA remat or OOM",
+                        "ours < XLA there", "XLA OOM", "ours OOM", "ours total*", "XLA total*", "errors"]))
+    print("* totals over the cases where both programs compiled")
     return 0

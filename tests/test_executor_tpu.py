@@ -248,3 +248,39 @@ def test_gpu_compile_of_the_issue_case_without_a_gpu():
         x = tpu.compile_xla("dgx-h100:1", MESH, ISSUE_SRC, ISSUE_DST, part)
         assert x.full_remat and x.schedule.meta["compiler"] == "cuda:dgx-h100:1x8"
         assert ours.temp_bytes < x.temp_bytes
+
+
+# -- experiments: TPU rows compiled by libtpu, the memory table ---------------------------------
+def test_experiment_rows_name_their_xla_compiler():
+    from experiments import backends
+    from experiments.suites import load_suite
+
+    case = next(c for c in load_suite("xla-issues") if c.name == "jax-21562-4x2")
+    tpu_m = backends.load_machine("tpu-v4", case.num_devices)
+    s = backends.xla_schedule(case, "xla-gspmd", case.itemsize, machine=tpu_m)
+    assert s.meta["xla_compiler"] == "tpu" and s.meta["xla_target"] == "tpu-v4:2x2x2"
+    assert s.meta["full_remat"] and [o.kind for o in s.ops if not o.is_local] == ["all_gather"]
+    cache = {}
+    a = backends.xla_schedule_cached(cache, case, "xla-gspmd", case.itemsize, 2048, tpu_m)
+    assert backends.xla_schedule_cached(cache, case, "xla-gspmd", case.itemsize, 2048, tpu_m) is a
+    assert backends.xla_compiler_for(backends.load_machine("dgx-h100", 8)) == "cpu"
+
+
+def test_tpu_memory_counts():
+    from experiments import backends
+    from experiments.suites import load_suite
+
+    cases = [c for c in load_suite("xla-issues") if c.name in ("jax-21562-4x2", "dtensor-132751-3d")]
+    rep = backends.tpu_memory(profiles=("tpu-v5p",), cases=cases)
+    assert [r["status"] for r in rep["rows"]] == ["ok", "ok"]
+    (sh, gs) = rep["summary"]
+    assert sh["cases"] == 2 and sh["ours_le_xla"] == 2 and sh["xla_remat"] == 1
+    assert sh["ours_lt_xla_where_remat"] == 1 and gs["partitioner"] == "gspmd"
+    row = next(r for r in rep["rows"] if r["case"] == "jax-21562-4x2")
+    assert row["shardy_full_remat"] and row["ours_temp_bytes"] < row["shardy_temp_bytes"]
+    # a program the compiler rejects as larger than HBM counts as needing more than ours
+    fake = [{"profile": "p", "status": "ok", "ours_temp_bytes": 5, "shardy_temp_bytes": None,
+             "shardy_full_remat": None, "gspmd_temp_bytes": 4, "gspmd_full_remat": False}]
+    s1, s2 = backends.tpu_memory_summary(fake)
+    assert (s1["ours_le_xla"], s1["ours_lt_xla"], s1["xla_oom"], s1["xla_remat"]) == (1, 1, 1, 1)
+    assert (s2["ours_le_xla"], s2["ours_lt_xla"], s2["xla_oom"]) == (0, 0, 0)
