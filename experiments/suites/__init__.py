@@ -5,7 +5,8 @@
 * ``transformer`` -- layout changes from real training and serving jobs;
 * ``random``      -- seeded random cases (params: ``count``, ``seed``, ``max_devices``,
   ``min_devices``);
-* ``xla-issues``  -- reshardings reported as slow or memory-hungry in public issues.
+* ``xla-issues``  -- reshardings reported as slow or memory-hungry in public issues;
+* ``pending-sums`` -- unreduced (pending) sums reduced on the way: TP -> SP, gradients.
 
 Every suite also accepts the filters ``names`` (list of case names to keep),
 ``max_devices`` and ``min_devices``.
@@ -34,7 +35,14 @@ def _xla_issues(**kw):
     return xla_issues.cases(**kw)
 
 
-SUITES = {"transformer": _transformer, "random": _random, "xla-issues": _xla_issues}
+def _pending_sums(**kw):
+    from experiments.suites import pending_sums
+
+    return pending_sums.cases(**kw)
+
+
+SUITES = {"transformer": _transformer, "random": _random, "xla-issues": _xla_issues,
+          "pending-sums": _pending_sums}
 _GENERATOR_PARAMS = {"random": {"count", "seed", "max_devices", "min_devices"}}
 _FILTERS = {"names", "max_devices", "min_devices"}
 

@@ -7,7 +7,13 @@ head dim, vocabulary, experts):
   128-dim heads, 8 KV heads, vocabulary 128256 ("The Llama 3 Herd of Models",
   arXiv:2407.21783, Table 3);
 * GPT-3 175B: hidden 12288, FFN 49152 (Brown et al. 2020, arXiv:2005.14165, Table 2.1);
-* DeepSeek-V3: hidden 7168, 256 routed experts, expert FFN 2048 (arXiv:2412.19437).
+* DeepSeek-V3: hidden 7168, 256 routed experts, expert FFN 2048 (arXiv:2412.19437);
+* GPT-2: vocabulary 50257 (Radford et al. 2019, "Language Models are Unsupervised
+  Multitask Learners"), hidden 1024 for GPT-2 medium.
+
+Types may carry pending sums (``{U:tensor}``: a row-parallel matmul's output or a
+gradient before its reduction), uneven dims (50257 over 8) and sub-axes
+(``fsdp:(2)4``); see ``docs`` and :mod:`synth.types`.
 
 Activations are ``bfloat16`` unless noted; logits and optimizer state are ``float32``.
 Mesh axis names say what each axis is used for (``data``, ``fsdp``, ``tensor``, ``seq``,
@@ -168,4 +174,52 @@ def cases() -> list[Case]:
            "[16{x}, 8192]", "[16, 8192{x}]",
            "Serving decode: batch-sharded activations -> hidden-sharded (1-D weight-stationary)",
            "Llama-3-70B decode step, one token per sequence.", ref=POPE),
+        # -- pending sums: TP <-> SP, FSDP gradients ------------------------------------------
+        _c("megatron-tp-to-sp-8", "dp=2,tp=4",
+           "[8{dp}, 2048, 1024]{U:tp}", "[8{dp}, 2048{tp}, 1024]",
+           "Megatron tensor-parallel -> sequence-parallel (row-parallel matmul output)",
+           "The row-parallel output projection leaves each tensor-parallel rank a partial sum; "
+           "sequence parallelism reduce-scatters it along the sequence.", ref=MEGATRON_SP),
+        _c("megatron-tp-to-sp-64", "data=8,tensor=8",
+           "[8{data}, 8192, 8192]{U:tensor}", "[8{data}, 8192{tensor}, 8192]",
+           "Megatron tensor-parallel -> sequence-parallel (row-parallel matmul output)",
+           "Llama-3-70B hidden 8192 at 8k context: the MLP down-projection's partial sums "
+           "become sequence shards.", ref=MEGATRON_SP),
+        _c("megatron-tp-allreduce-8", "dp=2,tp=4",
+           "[8{dp}, 2048, 1024]{U:tp}", "[8{dp}, 2048, 1024]",
+           "Megatron tensor parallelism without SP: all-reduce the row-parallel output",
+           "Classic Megatron-LM: the partial sums of the row-parallel matmul are all-reduced "
+           "so every rank holds the replicated activation.", ref=MEGATRON_SP),
+        _c("fsdp-grad-reduce-scatter-8", "fsdp=8",
+           "[14336, 4096]{U:fsdp}", "[14336{fsdp}, 4096]",
+           "FSDP/ZeRO gradient reduce-scatter",
+           "Llama-3-8B MLP down-projection weight gradient: each rank's local gradient is a "
+           "partial sum over the data it saw; FSDP reduce-scatters it into the weight's shards.",
+           dtype="float32", ref=ZERO),
+        _c("hsdp-grad-8", "replica=2,fsdp=4",
+           "[14336, 4096]{U:fsdp,replica}", "[14336{fsdp}, 4096]",
+           "Hybrid-sharded data parallelism (HSDP) gradient",
+           "Gradient summed over both the FSDP group (reduce-scatter) and the replica groups "
+           "(all-reduce of the shards).", dtype="float32", ref=ZERO),
+        # -- uneven dims and sub-axes ---------------------------------------------------------
+        _c("vocab-50257-logits-to-seq-8", "tensor=8",
+           "[4096, 50257{tensor}]", "[4096{tensor}, 50257]",
+           "Vocab-parallel logits -> sequence-sharded loss, uneven vocabulary",
+           "GPT-2's 50257-token vocabulary does not divide by 8: shards of 6283 columns, the "
+           "last holding 6276 and 7 columns of padding.", dtype="float32", ref=MEGATRON_SP),
+        _c("vocab-50257-embedding-grad-8", "data=8",
+           "[50257, 1024]{U:data}", "[50257{data}, 1024]",
+           "ZeRO embedding gradient with an uneven vocabulary",
+           "GPT-2-medium embedding table gradient (50257 x 1024) reduce-scattered over 8 "
+           "data-parallel ranks: 6283 rows each, padding on the last.", dtype="float32", ref=ZERO),
+        _c("heads-6way-ulysses-6", "seq=6",
+           "[8, 4096{seq}, 32, 128]", "[8, 4096, 32{seq}, 128]",
+           "Ulysses context-parallel -> head-parallel with 6-way parallelism",
+           "Llama-3-8B query (32 heads) on a 6-way axis: 32 heads do not divide by 6 (shards "
+           "of 6 heads, the last holding 2).", ref=ULYSSES),
+        _c("fsdp8-to-fsdp2-tp4-subaxes-8", "fsdp=8",
+           "[4096{fsdp}, 14336]", "[4096{fsdp:(1)2}, 14336{fsdp:(2)4}]",
+           "8-way FSDP -> 2-way FSDP x 4-way TP on the same axis (sub-axes)",
+           "Llama-3-8B up-projection weight: the minor factor of the FSDP axis becomes a "
+           "tensor-parallel split of the other dim; only that factor moves.", ref=LLAMA3),
     ]
