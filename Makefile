@@ -5,6 +5,8 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# The app listens on this machine only; `make run HOST=0.0.0.0` opens it to the network.
+HOST ?= 127.0.0.1
 
 .PHONY: run test setup lint bench bench-executor example clean
 
@@ -17,7 +19,7 @@ $(BIN)/.installed: requirements.txt
 setup: $(BIN)/.installed
 
 run: setup
-	$(BIN)/streamlit run app.py --server.headless true --server.port $(PORT)
+	$(BIN)/streamlit run app.py --server.headless true --server.address $(HOST) --server.port $(PORT)
 
 example: setup
 	$(BIN)/python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'

@@ -17,14 +17,18 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from ui import compute, scenario  # noqa: E402
+from ui import compute, scenario, share  # noqa: E402
 
 st.set_page_config(page_title="Redistribution explorer", page_icon=":material/swap_horiz:",
                    layout="wide")
 
 PAGES = [
-    st.Page("ui/pages/plan.py", title="Plan", icon=":material/account_tree:", url_path="plan",
+    # the default page is served at "/"; the hidden alias serves the same page at /plan,
+    # so deep links to /plan work (Streamlit gives the default page no other path)
+    st.Page("ui/pages/plan.py", title="Plan", icon=":material/account_tree:", url_path="home",
             default=True),
+    st.Page("ui/pages/plan.py", title="Plan", icon=":material/account_tree:", url_path="plan",
+            visibility="hidden"),
     st.Page("ui/pages/simulate.py", title="Simulate", icon=":material/timeline:",
             url_path="simulate"),
     st.Page("ui/pages/compare.py", title="Compare", icon=":material/compare_arrows:",
@@ -35,9 +39,20 @@ PAGES = [
             url_path="sweeps"),
 ]
 #: Pages that read the shared scenario (and so draw its inputs in the sidebar).
-SCENARIO_PAGES = {"", "plan", "simulate", "compare"}
+SCENARIO_PAGES = {"", "home", "plan", "simulate", "compare"}
 
+share.load_from_url()
 page = st.navigation(PAGES)
-if page.url_path in SCENARIO_PAGES:
-    scenario.render_sidebar(compute.machine_profiles(), compute.planners(), compute.default_size)
-page.run()
+try:
+    if page.url_path in SCENARIO_PAGES:
+        scenario.render_sidebar(compute.machine_profiles(), compute.planners(), compute.default_size)
+        for w in share.url_warnings():
+            st.sidebar.warning(w)
+    page.run()
+    share.save_page_fields()
+    share.sync_url()
+except Exception as e:  # noqa: BLE001 - the last net: one line on the page, never a traceback
+    if type(e).__module__.startswith("streamlit"):  # st.rerun / st.stop and friends
+        raise
+    st.error(f"Something went wrong on this page: {type(e).__name__}: {e}. The other pages still "
+             "work; please report this with the link in the address bar.")

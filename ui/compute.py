@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 import streamlit as st
 
@@ -31,34 +32,60 @@ def missing(module: str) -> str | None:
 
 
 def planners() -> list[str]:
+    """Every planner ``synth`` has, its default first."""
+    from ui.scenario import default_planner
+
     names = list(synth.PLANNERS)
-    return ["normal"] + [n for n in names if n != "normal"] if "normal" in names else names
+    first = default_planner()
+    return [first] + [n for n in names if n != first] if first in names else names
 
 
 # -- scenario -> plan -----------------------------------------------------------------
+_INTERNAL = re.compile(r"^(?:[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)\s*:\s*|[A-Za-z_]\w*\.[\w.]+:\s+)+")
+
+#: The accepted forms, shown with every sharding error.
+SHARDING_FORMS = ("write it in canonical form, e.g. '[8192{data}, 32768{model}]', or as a "
+                  "PartitionSpec, e.g. \"P('data', 'model')\" or \"P(('data', 'model'), None)\"")
+
+
+def clean_message(msg: str) -> str:
+    """Drop internal function names (``ArrayType.parse('...'):``, ``Mesh.parse:``) from
+    the start of a message: the page names the field instead."""
+    out = _INTERNAL.sub("", str(msg).strip())
+    return out or str(msg)
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def parse_inputs(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
                  num_devices: int | None):
     """Validate the scenario's text: returns ``(mesh, src, dst)``."""
-    mesh = synth.Mesh.parse(mesh_text)
+    try:
+        mesh = synth.Mesh.parse(mesh_text)
+    except RedistributionError as e:
+        raise InputError(f"Mesh axes {mesh_text.strip()!r}: {clean_message(e)}; write named axes with "
+                         "sizes, major first, e.g. 'data=16,model=4'") from None
     if num_devices is not None and mesh.size != num_devices:
         raise InputError(
-            f"mesh {mesh} has {mesh.size} devices but the machine has {num_devices}; "
+            f"Mesh axes: {mesh} has {mesh.size} devices but the machine has {num_devices}; "
             f"make the axis sizes multiply to {num_devices}, e.g. "
             + " or ".join(repr(s) for s in suggest_meshes(num_devices))
         )
     shape = parse_shape(shape_text) if shape_text.strip() else None
-    src = _parse_sharding("source sharding", src_text, shape).check(mesh, "source sharding")
-    dst = _parse_sharding("target sharding", dst_text, shape or src.shape).check(mesh, "target sharding")
+    src = _parse_sharding("Source sharding", src_text, shape, mesh)
+    dst = _parse_sharding("Target sharding", dst_text, shape or src.shape, mesh)
     return mesh, src, dst
 
 
-def _parse_sharding(what: str, text: str, shape):
-    """``synth.parse_type`` with the input named in the message."""
+def _parse_sharding(what: str, text: str, shape, mesh):
+    """``synth.parse_type`` and the mesh check, with the field named in the message and
+    both accepted forms shown."""
     try:
-        return synth.parse_type(text, shape)
+        return synth.parse_type(text, shape).check(mesh, what.lower())
     except RedistributionError as e:
-        raise InputError(f"{what} {text.strip()!r}: {e}") from None
+        msg = clean_message(e)
+        if "P(" not in msg or "[" not in msg:
+            msg += "; " + SHARDING_FORMS
+        raise InputError(f"{what} {text.strip()!r}: {msg}") from None
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -164,6 +191,17 @@ def default_size(profile: str) -> str | None:
         return None
 
 
+def hbm_capacity(sc: Scenario) -> int | None:
+    """Bytes of device memory of the scenario's machine (``None`` without models or
+    with a bad machine, which the page reports elsewhere)."""
+    if missing("models"):
+        return None
+    try:
+        return int(machine(sc.machine_profile, sc.machine_size).hbm_capacity_bytes)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def scenario_devices(sc: Scenario) -> int:
     """Device count of the scenario's machine (from models; else the size's product)."""
     if missing("models"):
@@ -171,22 +209,10 @@ def scenario_devices(sc: Scenario) -> int:
     return machine(sc.machine_profile, sc.machine_size).num_devices
 
 
-# -- simulation -----------------------------------------------------------------------
-@st.cache_resource(show_spinner=False, max_entries=128)
-def _simulate_cached(schedule_json: str, mesh_text: str, profile: str, size: str,
-                     placement: str, bandwidth_scale: float, latency_scale: float):
-    simulator = importlib.import_module("simulator")
-    m = machine(profile, size, bandwidth_scale, latency_scale)
-    sched = synth.Schedule.from_dict(json.loads(schedule_json))
-    return simulator.simulate(sched, m, mesh=mesh_text, placement=placement.strip() or None)
-
-
-def simulate_plan(plan: synth.Plan, sc: Scenario, placement: str = "",
-                  bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
-    """``simulator.simulate`` of the plan's schedule on the scenario's machine (cached;
-    the result is immutable and shared)."""
-    return simulate_schedule(plan.to_schedule(), str(plan.mesh), sc, placement,
-                             bandwidth_scale, latency_scale)
+# -- simulation (inline when quick, else a worker process: ui.jobs) -----------------------
+#: The largest machine the app simulates (documented in docs/app.md); bigger ones are
+#: refused with one line (use ``python -m simulator run``).
+MAX_SIM_DEVICES = 16384
 
 
 def _schedule_key(schedule: synth.Schedule) -> str:
@@ -199,29 +225,84 @@ def _schedule_key(schedule: synth.Schedule) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def simulate_schedule(schedule: synth.Schedule, mesh_text: str, sc: Scenario, placement: str = "",
-                      bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
-    return _simulate_cached(_schedule_key(schedule), mesh_text, sc.machine_profile, sc.machine_size,
-                            placement, float(bandwidth_scale), float(latency_scale))
-
-
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _simulation_figures_cached(schedule_json: str, mesh_text: str, profile: str, size: str,
-                               placement: str, bandwidth_scale: float, latency_scale: float):
-    from ui import figures
-
-    res = _simulate_cached(schedule_json, mesh_text, profile, size, placement, bandwidth_scale,
-                           latency_scale)
-    return {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
-            "topology": figures.topology_figure(res)}
+def _inline(func: str, args: tuple):
+    mod, name = func.split(":")
+    return getattr(importlib.import_module(mod), name)(*args)
 
 
-def simulation_figures(plan: synth.Plan, sc: Scenario, placement: str = "",
-                       bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> dict:
-    """Timeline, memory and topology figures of :func:`simulate_plan` (cached)."""
-    return _simulation_figures_cached(plan.to_schedule().to_json(), str(plan.mesh), sc.machine_profile,
-                                      sc.machine_size, placement, float(bandwidth_scale),
-                                      float(latency_scale))
+class Pending:
+    """Work handed to a worker process: the page shows :func:`ui.background.show_job`."""
+
+    def __init__(self, job, slot: str, what: str):
+        self.job, self.slot, self.what = job, slot, what
+
+
+def _check_size(n: int, what: str):
+    if n > MAX_SIM_DEVICES:
+        raise InputError(
+            f"{what}: the machine has {n} devices, more than the app simulates ({MAX_SIM_DEVICES}, "
+            "MAX_SIM_DEVICES in docs/app.md); use `python -m simulator run` on the command line")
+
+
+def run_work(slot: str, func: str, args: tuple, units: float, what: str):
+    """The result of ``func(*args)``: computed inline when the estimate is under
+    ``ui.jobs.INLINE_S`` (cached), else a :class:`Pending` for a worker process job
+    (shared by every session asking for the same work; cached when done)."""
+    from ui import jobs
+
+    est = jobs.estimate_s("simulate", units)
+    key = json.dumps([func, args], sort_keys=True, default=str)
+    m = jobs.manager()
+    done = m.result(key)
+    if done is not None:
+        jobs.manager().cancel(jobs.session_id(), slot)
+        return done
+    marker = f"_job_cancelled_{slot}"
+    if st.session_state.get(marker) == key:  # cancelled here: start again only when asked
+        return Pending(jobs.Job(key=key, func=func, args=args, label=what, estimate_s=est,
+                                state="cancelled"), slot, what)
+    st.session_state.pop(marker, None)
+    if est <= jobs.inline_s():
+        view = _inline(func, args)
+        jobs.note_rate("simulate", view.get("units", 0), view.get("wall_s", 0))
+        return view
+    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est)
+    if job.state == "done":
+        jobs.note_rate("simulate", job.result.get("units", 0), job.result.get("wall_s", 0))
+        return job.result
+    return Pending(job, slot, what)
+
+
+def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
+    :class:`Pending` job while a worker computes it."""
+    from ui import work
+
+    sched = schedule or plan.to_schedule()
+    _check_size(sched.num_devices, "simulate")
+    sj = _schedule_key(sched)
+    units = work.schedule_units(json.loads(sj))
+    return run_work("simulate", "ui.work:simulate_view",
+                    (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
+                     float(bandwidth_scale), float(latency_scale)),
+                    units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+
+
+def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",
+                        bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """Every strategy simulated (``ui.work.compare_view``), or a :class:`Pending` job."""
+    from ui import work
+
+    keyed = {name: _schedule_key(s) for name, s in schedules.items()}
+    n = max((s.num_devices for s in schedules.values()), default=0)
+    _check_size(n, "compare")
+    units = sum(work.schedule_units(json.loads(v)) for v in set(keyed.values()))
+    return run_work("compare", "ui.work:compare_view",
+                    (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),
+                     float(bandwidth_scale), float(latency_scale)),
+                    units, f"Simulating {len(schedules)} strategies on {sc.machine}")
 
 
 # -- XLA and local measurements (subprocess: python -m executor ...) ------------------------
@@ -303,19 +384,63 @@ def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict
 
 
 # -- sweeps (experiments results folders) ----------------------------------------------------
-def results_folders(root=None, limit: int = 50) -> list[str]:
-    """Results folders (holding ``rows.jsonl``) under ``root``'s ``results*/``, newest first."""
+REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def results_root():
+    """The folder the Sweeps and Calibration pages may read and write under:
+    ``APP_RESULTS_ROOT`` if set, else the repository (where only ``results*/`` folders
+    count). Nothing outside it is listed, read or written."""
+    import os
     from pathlib import Path
 
-    root = Path(root) if root else Path(__file__).resolve().parents[1]
+    env = os.environ.get("APP_RESULTS_ROOT", "").strip()
+    return Path(env).resolve() if env else REPO_ROOT
+
+
+def _inside(path, root) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def check_results_path(text: str, what: str = "results folder"):
+    """The real path of a typed folder, if it lies under :func:`results_root` (and, for
+    the default root, under a ``results*`` folder); else a one-line :class:`InputError`."""
+    import os
+    from pathlib import Path
+
+    root = results_root()
+    raw = Path(os.path.expanduser(str(text).strip()))
+    p = (raw if raw.is_absolute() else root / raw).resolve()
+    default = not os.environ.get("APP_RESULTS_ROOT", "").strip()
+    ok = _inside(p, root) and (not default or (p != root and p.relative_to(root).parts[0].startswith("results")))
+    if not ok:
+        where = f"{root}/results*/" if default else f"{root}/"
+        raise InputError(f"{what} {str(text).strip()!r}: the app only reads and writes folders under "
+                         f"{where} (set APP_RESULTS_ROOT to change this)")
+    return p
+
+
+def results_folders(root=None, limit: int = 50) -> list[str]:
+    """Results folders (holding ``rows.jsonl``) under the results root, newest first."""
+    from pathlib import Path
+
+    root = Path(root) if root else results_root()
+    default = root == REPO_ROOT
     found = set()
-    for pattern in ("results*/rows.jsonl", "results*/*/rows.jsonl", "results*/*/*/rows.jsonl"):
-        found.update(p.parent for p in root.glob(pattern))
-    ordered = sorted(found, key=lambda p: (p / "rows.jsonl").stat().st_mtime, reverse=True)
+    pats = ("results*/rows.jsonl", "results*/*/rows.jsonl", "results*/*/*/rows.jsonl") if default else \
+        ("rows.jsonl", "*/rows.jsonl", "*/*/rows.jsonl", "*/*/*/rows.jsonl")
+    for pattern in pats:
+        found.update(p.parent for p in root.glob(pattern) if _inside(p.resolve(), root.resolve()))
+    ordered = sorted(found, key=_mtime, reverse=True)
     return [str(p) for p in ordered[:limit]]
 
 
 def _mtime(path) -> float:
+    """Modification time of a results folder's ``rows.jsonl`` (0 if it is gone)."""
     import os
 
     try:
@@ -332,14 +457,16 @@ def _sweep_rows(path: str, mtime: float):
 
 def sweep_rows(path: str):
     """The rows of a results folder as a DataFrame (``experiments.report.load_rows``);
-    reloaded when ``rows.jsonl`` changes."""
-    return _sweep_rows(path, _mtime(path))
+    reloaded when ``rows.jsonl`` changes. Only folders under the results root."""
+    p = str(check_results_path(path))
+    return _sweep_rows(p, _mtime(p))
 
 
 def build_sweep_report(path: str) -> str:
-    """(Re)write ``report.html`` of a results folder; returns its path."""
+    """(Re)write ``report.html`` of a results folder (under the results root only);
+    returns its path."""
     report = importlib.import_module("experiments.report")
-    return report.build_report(path).html_path
+    return report.build_report(str(check_results_path(path))).html_path
 
 
 # -- calibration ---------------------------------------------------------------------------
@@ -352,11 +479,29 @@ def calibrated_dir() -> str:
         return str(Path(__file__).resolve().parents[1] / "models" / "profiles" / "calibrated")
 
 
+def check_calibration_dir(text: str):
+    """The calibrated-profiles folder, if it is the shipped one or lies under the
+    results root; else a one-line :class:`InputError`."""
+    import os
+    from pathlib import Path
+
+    shipped = Path(calibrated_dir()).resolve()
+    raw = Path(os.path.expanduser(str(text).strip() or str(shipped)))
+    p = (raw if raw.is_absolute() else REPO_ROOT / raw).resolve()
+    if p == shipped or _inside(p, shipped):
+        return p
+    try:
+        return check_results_path(str(p), "Calibrated profiles folder")
+    except InputError:
+        raise InputError(f"Calibrated profiles folder {str(text).strip()!r}: the app only reads {shipped} "
+                         f"and folders under {results_root()} (set APP_RESULTS_ROOT to change this)") from None
+
+
 def calibrated_profiles(folder: str) -> list[str]:
     """Calibrated profile files (``*.json`` that are not ``*.report.json``) in ``folder``."""
     from pathlib import Path
 
-    d = Path(folder)
+    d = check_calibration_dir(folder)
     if not d.is_dir():
         return []
     return sorted(str(p) for p in d.glob("*.json") if not p.name.endswith(".report.json"))
@@ -364,11 +509,26 @@ def calibrated_profiles(folder: str) -> list[str]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _read_json(path: str, mtime: float) -> dict:
+    """A JSON object from a file; any other content is a one-line :class:`InputError`."""
+    from pathlib import Path
+
+    name = Path(path).name
     try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path} is not valid JSON: {e}") from None
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"{name}: cannot read it ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{name} is not UTF-8 text (byte {e.start}); is it a calibrated profile?") from None
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError) as e:
+        raise InputError(f"{name} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{name} holds a JSON {type(doc).__name__}, not an object; a calibrated profile "
+                         "is an object with 'name' and 'params'")
+    return doc
 
 
 def read_calibration(profile_path: str) -> tuple[dict, dict | None]:
@@ -378,6 +538,7 @@ def read_calibration(profile_path: str) -> tuple[dict, dict | None]:
     from pathlib import Path
 
     p = Path(profile_path)
+    check_calibration_dir(str(p.parent))
     if not p.is_file():
         raise InputError(f"calibrated profile {profile_path} does not exist")
     prof = _read_json(str(p), os.stat(p).st_mtime)

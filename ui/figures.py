@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ui.fmt import byte_unit, fmt_bytes, fmt_seconds, time_unit
+
 MIB = 1024 * 1024
 
 
@@ -12,43 +14,53 @@ def step_labels(plan) -> list[str]:
     return [f"{r['step']}: {r['collective']}" for r in plan.rows()]
 
 
-def plan_memory_figure(plan, easy_peak_bytes: int | None = None) -> go.Figure:
+def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
+                       capacity_bytes: int | None = None) -> go.Figure:
     """Per-device shard size after each step (bars), the live in+out pair during each
-    step (line), and the ``max(src, dst)`` bound (dashed)."""
+    step (line), the ``max(src, dst)`` bound (dashed) and, when given and in range, the
+    device's memory capacity. The byte unit fits the largest value shown."""
     rows = plan.rows()
     x = step_labels(plan)
-    shard = [r["shard_bytes"] / MIB for r in rows]
-    live = [rows[0]["shard_bytes"] / MIB] + [
-        (a["shard_bytes"] + b["shard_bytes"]) / MIB for a, b in zip(rows[:-1], rows[1:])
-    ]
+    live_b = [rows[0]["shard_bytes"]] + [a["shard_bytes"] + b["shard_bytes"] for a, b in zip(rows[:-1], rows[1:])]
+    top_b = max(max(live_b), plan.bound_bytes)
+    div, unit = byte_unit(top_b)
+    shard = [r["shard_bytes"] / div for r in rows]
+    live = [v / div for v in live_b]
     fig = go.Figure()
     fig.add_bar(x=x, y=shard, name="shard per device (type after step)",
                 marker_color="#4C78A8",
-                customdata=[[r["type"], str(r["local_shape"])] for r in rows],
+                customdata=[[r["type"], str(r["local_shape"]), fmt_bytes(r["shard_bytes"])] for r in rows],
                 hovertemplate="%{x}<br>%{customdata[0]}<br>local shape %{customdata[1]}"
-                              "<br>%{y:.2f} MiB<extra></extra>")
+                              "<br>%{customdata[2]}<extra></extra>")
     fig.add_scatter(x=x, y=live, name="live during step (input + output)", mode="lines+markers",
-                    line=dict(color="#F58518"),
-                    hovertemplate="%{x}<br>%{y:.2f} MiB live<extra></extra>")
-    fig.add_hline(y=plan.bound_bytes / MIB, line_dash="dash", line_color="#54A24B",
-                  annotation_text=f"bound max(src, dst) = {plan.bound_bytes / MIB:.2f} MiB",
+                    line=dict(color="#F58518"), customdata=[fmt_bytes(v) for v in live_b],
+                    hovertemplate="%{x}<br>%{customdata} live<extra></extra>")
+    fig.add_hline(y=plan.bound_bytes / div, line_dash="dash", line_color="#54A24B",
+                  annotation_text=f"bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}",
                   annotation_position="top left")
-    top = max(max(live), plan.bound_bytes / MIB) * 1.25
+    top = top_b / div * 1.25
     if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
-        easy = easy_peak_bytes / MIB
+        easy = easy_peak_bytes / div
         if easy <= top * 1.6:
             top = max(top, easy * 1.1)
             fig.add_hline(y=easy, line_dash="dot", line_color="#E45756",
-                          annotation_text=f"easy planner's largest shard = {easy:.2f} MiB",
+                          annotation_text=f"easy planner's largest shard = {fmt_bytes(easy_peak_bytes)}",
                           annotation_position="bottom left")
         else:
             fig.add_annotation(xref="paper", yref="paper", x=1, y=1, showarrow=False,
                                xanchor="right", yanchor="top", font=dict(color="#E45756"),
-                               text=f"easy planner's largest shard: {easy:.2f} MiB (off scale)")
+                               text=f"easy planner's largest shard: {fmt_bytes(easy_peak_bytes)} (off scale)")
+    if capacity_bytes:
+        cap = capacity_bytes / div
+        if cap <= top * 1.6:
+            top = max(top, cap * 1.1)
+            fig.add_hline(y=cap, line_color="#B22222",
+                          annotation_text=f"HBM capacity {fmt_bytes(capacity_bytes)}",
+                          annotation_position="top right")
     fig.update_yaxes(range=[0, top])
     fig.update_layout(
         title="Per-device memory along the plan",
-        yaxis_title="MiB per device", xaxis_title="step",
+        yaxis_title=f"{unit} per device", xaxis_title="step",
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
         margin=dict(l=40, r=20, t=80, b=40), height=420,
     )
@@ -56,14 +68,17 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None) -> go.Figure:
 
 
 def recv_heatmap(plan) -> go.Figure:
-    """Bytes each device receives in each communicating step (rows: steps)."""
+    """Bytes each device receives in each communicating step (rows: steps). The colour
+    scale starts at 0."""
     r = plan.recv_bytes_per_device_per_step
     labels = step_labels(plan)[1:]
+    top = float(r.max()) if len(r) and r.size else 0.0
+    div, unit = byte_unit(top)
+    z = (r / div).tolist() if len(r) else [[0] * plan.mesh.size]
     fig = go.Figure(go.Heatmap(
-        z=(r / MIB).tolist() if len(r) else [[0] * plan.mesh.size],
-        x=list(range(plan.mesh.size)), y=labels if len(r) else ["(no steps)"],
-        colorscale="Blues", colorbar=dict(title="MiB"),
-        hovertemplate="device %{x}<br>%{y}<br>%{z:.2f} MiB received<extra></extra>",
+        z=z, x=list(range(plan.mesh.size)), y=labels if len(r) else ["(no steps)"],
+        zmin=0, zmax=max(top / div, 1e-12), colorscale="Blues", colorbar=dict(title=unit),
+        hovertemplate="device %{x}<br>%{y}<br>%{z:.3~g} " + unit + " received<extra></extra>",
     ))
     fig.update_layout(title="Bytes received per device per step", xaxis_title="device id",
                       yaxis_autorange="reversed", margin=dict(l=40, r=20, t=60, b=40),
@@ -71,70 +86,253 @@ def recv_heatmap(plan) -> go.Figure:
     return fig
 
 
-# -- simulation -------------------------------------------------------------------------
-_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
-            "#9D755D", "#BAB0AC", "#EECA3B"]
-US = 1e6
+# -- layout pictures ----------------------------------------------------------------------
+_CELL_COLORS = ["#AEC7E8", "#FFBB78", "#98DF8A", "#FF9896", "#C5B0D5", "#C49C94", "#F7B6D2",
+                "#DBDB8D", "#9EDAE5", "#D9D9D9"]
 
 
-def timeline_figure(res, max_rows: int = 4000) -> go.Figure:
-    """Gantt chart: one row per op (top) and one row per sending device with its
-    transfers, coloured by op. Times in microseconds."""
+def _device_list(devs) -> str:
+    devs = sorted(int(d) for d in devs)
+    if len(devs) <= 4:
+        return ",".join(map(str, devs))
+    step = devs[1] - devs[0]
+    if all(b - a == step for a, b in zip(devs, devs[1:])):
+        return f"{devs[0]}..{devs[-1]}" + (f" step {step}" if step != 1 else "") + f" ({len(devs)})"
+    return f"{devs[0]},{devs[1]},..,{devs[-1]} ({len(devs)})"
+
+
+def layout_cells(t, mesh) -> dict:
+    """Which devices hold which block of the array under type ``t`` (as
+    ``jax.debug.visualize_array_sharding`` draws it). Returns ``{"rows", "cols",
+    "cells": {(row, col): [devices]}, "partial": {(row, col): {unreduced index: [devices]}},
+    "row_edges", "col_edges", "row_size", "col_size", "row_dim", "col_dims"}``.
+    Rows are the blocks of dim 0, columns the blocks of the remaining dims (mixed
+    radix, dim 1 most significant). Edges are in elements of the padded grid."""
+    import numpy as np
+
+    shape = t.shape
+    rank = len(shape)
+    splits = t.splits(mesh) if rank else ()
+    local = t.local_shape(mesh) if rank else ()
+    bi = t.block_indices(mesh) if rank else np.zeros((mesh.size, 0), dtype=np.int64)
+    ui = t.unreduced_index(mesh)
+    nrows = splits[0] if rank >= 1 else 1
+    col_dims = list(range(1, rank))
+    ncols = 1
+    for d in col_dims:
+        ncols *= splits[d]
+    col_of = np.zeros(mesh.size, dtype=np.int64)
+    for d in col_dims:
+        col_of = col_of * splits[d] + bi[:, d]
+    row_of = bi[:, 0] if rank >= 1 else np.zeros(mesh.size, dtype=np.int64)
+    cells: dict = {}
+    partial: dict = {}
+    for dev in range(mesh.size):
+        key = (int(row_of[dev]), int(col_of[dev]))
+        cells.setdefault(key, []).append(dev)
+        partial.setdefault(key, {}).setdefault(int(ui[dev]), []).append(dev)
+    row_size = local[0] if rank >= 1 else 1
+    if rank == 2:
+        col_size, col_total = local[1], shape[1]
+    else:
+        col_size, col_total = 1, ncols
+    return {"rows": int(nrows), "cols": int(ncols), "cells": cells, "partial": partial,
+            "row_size": int(row_size), "col_size": int(col_size),
+            "row_total": int(shape[0]) if rank >= 1 else 1, "col_total": int(col_total),
+            "proportional_cols": rank == 2, "col_dims": col_dims}
+
+
+def layout_figure(t, mesh, title: str = "", max_text_cells: int = 256) -> go.Figure:
+    """A picture of type ``t`` on ``mesh``: the array as a grid of blocks (rows: dim 0,
+    columns: the other dims), each labelled with the devices that hold it. Replicated
+    blocks list every holder; with pending sums (``{U:...}``) each holder has a partial
+    block, summed over the unreduced axes, and the label says so. Padding of uneven
+    dims (the part of the last shards beyond the array) is hatched grey."""
+    info = layout_cells(t, mesh)
+    nr, nc = info["rows"], info["cols"]
+    rs, cs = info["row_size"], info["col_size"]
     fig = go.Figure()
-    ops = res.ops
-    for o in ops:
-        fig.add_bar(
-            y=["ops"], x=[(o["end_s"] - o["start_s"]) * US], base=[o["start_s"] * US],
-            orientation="h", marker_color=_PALETTE[o["index"] % len(_PALETTE)],
-            name=f"op {o['index']}: {o['kind']}", legendgroup=f"op{o['index']}",
-            hovertemplate=(f"op {o['index']} {o['kind']} {o.get('label') or ''}<br>"
-                           f"algorithm {o.get('algorithm') or '-'}<br>"
-                           "%{base:.2f} us + %{x:.2f} us<extra></extra>"),
-        )
-    df = res.trace_df()
-    shown = len(df)
-    if shown > max_rows:
-        df = df.iloc[:max_rows]
-    for k, part in df.groupby("op", sort=True):
-        fig.add_bar(
-            y=[f"dev {d}" for d in part["src"]], x=((part["end_s"] - part["start_s"]) * US).tolist(),
-            base=(part["start_s"] * US).tolist(), orientation="h",
-            marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
-            legendgroup=f"op{k}",
-            customdata=list(zip(part["dst"], part["bytes"] / MIB, part["hops"])),
-            hovertemplate=("dev %{y} -> dev %{customdata[0]}<br>%{customdata[1]:.3f} MiB, "
-                           "%{customdata[2]} hops<br>%{base:.2f} us + %{x:.2f} us<extra></extra>"),
-        )
-    devices = sorted(set(int(d) for d in df["src"])) if len(df) else []
-    order = ["ops"] + [f"dev {d}" for d in devices]
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
-    title = "Timeline: ops and the transfers each device sends"
-    if shown > max_rows:
-        title += f" (first {max_rows} of {shown} transfers)"
-    fig.update_layout(title=title, barmode="overlay", xaxis_title="time (us)",
-                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=60, r=20, t=60, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+    xs, ys, texts, hovers, colors = [], [], [], [], []
+    shapes = []
+    many = nr * nc > max_text_cells
+    for (r, c), devs in sorted(info["cells"].items()):
+        x0, x1 = c * cs, (c + 1) * cs
+        y0, y1 = r * rs, (r + 1) * rs
+        groups = info["partial"][(r, c)]
+        color = _CELL_COLORS[min(devs) % len(_CELL_COLORS)]
+        shapes.append(dict(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line=dict(color="#333", width=1),
+                           fillcolor=color, layer="below"))
+        if t.unreduced and len(groups) > 1:
+            label = "partial sums on " + _device_list(devs)
+            hover = (f"block ({r}, {c}): unreduced over {','.join(t.unreduced)}; the true block is the "
+                     f"sum of the partial blocks of " + "; ".join(
+                         f"{_device_list(g)}" for g in list(groups.values())[:1]) + " (and the same for "
+                     "each replica group)")
+        else:
+            label = _device_list(devs)
+            hover = f"block ({r}, {c}) held by devices {_device_list(devs)}"
+        xs.append((x0 + x1) / 2)
+        ys.append((y0 + y1) / 2)
+        texts.append(label if not many else "")
+        hovers.append(hover)
+        colors.append(color)
+    fig.add_scatter(x=xs, y=ys, mode="text" if not many else "markers", text=texts,
+                    textfont=dict(size=11 if nr * nc <= 32 else 9), hovertext=hovers, hoverinfo="text",
+                    marker=dict(size=4, color="rgba(0,0,0,0)"), showlegend=False)
+    # padding of uneven dims: the padded grid extends beyond the array
+    pad_note = []
+    if nr * rs > info["row_total"]:
+        shapes.append(dict(type="rect", x0=0, x1=nc * cs, y0=info["row_total"], y1=nr * rs,
+                           fillcolor="rgba(128,128,128,0.55)", line=dict(width=0), layer="above",
+                           fillpattern=dict(shape="/")))
+        pad_note.append(f"dim 0: {nr * rs - info['row_total']} padding rows")
+    if info["proportional_cols"] and nc * cs > info["col_total"]:
+        shapes.append(dict(type="rect", x0=info["col_total"], x1=nc * cs, y0=0, y1=nr * rs,
+                           fillcolor="rgba(128,128,128,0.55)", line=dict(width=0), layer="above",
+                           fillpattern=dict(shape="/")))
+        pad_note.append(f"dim 1: {nc * cs - info['col_total']} padding columns")
+    sub = []
+    if t.unreduced:
+        sub.append(f"pending sum over {','.join(t.unreduced)}")
+    if pad_note:
+        sub.append("hatched: padding (" + "; ".join(pad_note) + ")")
+    if many:
+        sub.append(f"{nr * nc} blocks: hover for the devices")
+    if len(t.shape) > 2:
+        sub.append("columns: blocks of dims " + ",".join(map(str, info["col_dims"])) + " (dim 1 major)")
+    full = (title + " " if title else "") + str(t)
+    if sub:
+        full += "<br><sup>" + "; ".join(sub) + "</sup>"
+    fig.update_layout(shapes=shapes, title=full, height=min(700, 140 + 34 * max(1, min(nr, 16))),
+                      margin=dict(l=50, r=20, t=70, b=40), plot_bgcolor="white")
+    fig.update_xaxes(range=[0, nc * cs], showgrid=False, zeroline=False,
+                     title="dim 1 (elements)" if info["proportional_cols"] else
+                     ("columns: blocks" if len(t.shape) > 2 else ""),
+                     showticklabels=info["proportional_cols"])
+    fig.update_yaxes(range=[nr * rs, 0], showgrid=False, zeroline=False,
+                     title="dim 0 (elements)" if len(t.shape) >= 1 else "")
     return fig
 
 
-def memory_figure(res, capacity_bytes: int | None = None) -> go.Figure:
-    """Bytes each device holds over time (step lines), max over devices in bold."""
-    t = res.memory_times_s * US
-    mem = res.memory_bytes / MIB
+# -- simulation -------------------------------------------------------------------------
+_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
+            "#9D755D", "#BAB0AC", "#EECA3B"]
+
+
+def timeline_figure(res, max_transfers: int = 4000, max_rows: int = 64) -> go.Figure:
+    """Gantt chart: one row per op (top), then the transfers devices send, coloured by
+    op. With at most ``max_transfers`` transfers and ``max_rows`` sending devices every
+    transfer is a bar on its sender's row. Otherwise nothing is dropped: each bar spans
+    the first to the last transfer of one op sent by one device (or one group of
+    consecutive devices, when there are more than ``max_rows``), with their bytes and
+    count in the hover; the title says which form is shown."""
+    ops = res.ops
+    span = max((o["end_s"] for o in ops), default=0.0)
+    div, unit = time_unit(span)
+    fig = go.Figure()
+    for o in ops:
+        fig.add_bar(
+            y=["ops"], x=[(o["end_s"] - o["start_s"]) / div], base=[o["start_s"] / div],
+            orientation="h", marker_color=_PALETTE[o["index"] % len(_PALETTE)],
+            name=f"op {o['index']}: {o['kind']}", legendgroup=f"op{o['index']}",
+            customdata=[[fmt_seconds(o["start_s"]), fmt_seconds(o["duration_s"])]],
+            hovertemplate=(f"op {o['index']} {o['kind']} {o.get('label') or ''}<br>"
+                           f"algorithm {o.get('algorithm') or '-'}<br>"
+                           "%{customdata[0]} + %{customdata[1]}<extra></extra>"),
+        )
+    ndev = res.num_devices
+    # one pass over the transfers: keep them while few, aggregate always
+    rows, n = [], 0
+    group = 1 if ndev <= max_rows else -(-ndev // max_rows)
+    agg: dict = {}
+    senders = set()
+    for r in res.trace_rows():
+        n += 1
+        if n <= max_transfers:
+            rows.append(r)
+        senders.add(r["src"])
+        key = (r["op"], r["src"] // group)
+        a = agg.get(key)
+        if a is None:
+            agg[key] = [r["start_s"], r["end_s"], r["bytes"], 1]
+        else:
+            a[0], a[1], a[2], a[3] = min(a[0], r["start_s"]), max(a[1], r["end_s"]), a[2] + r["bytes"], a[3] + 1
+    detailed = n <= max_transfers and len(senders) <= max_rows
+    if detailed:
+        by_op: dict = {}
+        for r in rows:
+            by_op.setdefault(r["op"], []).append(r)
+        for k, part in sorted(by_op.items()):
+            fig.add_bar(
+                y=[f"dev {r['src']}" for r in part], x=[(r["end_s"] - r["start_s"]) / div for r in part],
+                base=[r["start_s"] / div for r in part], orientation="h",
+                marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
+                legendgroup=f"op{k}",
+                customdata=[[r["dst"], fmt_bytes(r["bytes"]), r["hops"], fmt_seconds(r["start_s"]),
+                             fmt_seconds(r["end_s"] - r["start_s"])] for r in part],
+                hovertemplate=("dev %{y} -> dev %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} hops"
+                               "<br>%{customdata[3]} + %{customdata[4]}<extra></extra>"),
+            )
+        labels = [f"dev {d}" for d in sorted(senders)]
+        title = f"Timeline: ops and every transfer each device sends ({n} transfers)"
+    else:
+        def lab(g):
+            if group == 1:
+                return f"dev {g}"
+            return f"dev {g * group}-{min(ndev, (g + 1) * group) - 1}"
+        by_op = {}
+        for (k, g), v in agg.items():
+            by_op.setdefault(k, []).append((g, v))
+        for k, part in sorted(by_op.items()):
+            part.sort()
+            fig.add_bar(
+                y=[lab(g) for g, _ in part], x=[(v[1] - v[0]) / div for _, v in part],
+                base=[v[0] / div for _, v in part], orientation="h",
+                marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
+                legendgroup=f"op{k}",
+                customdata=[[fmt_bytes(v[2]), v[3], fmt_seconds(v[0]), fmt_seconds(v[1] - v[0])] for _, v in part],
+                hovertemplate=(f"op {k}: %{{y}} send %{{customdata[1]}} transfers, %{{customdata[0]}}"
+                               "<br>first start %{customdata[2]}, span %{customdata[3]}<extra></extra>"),
+            )
+        labels = sorted({lab(g) for (_k, g) in agg}, key=lambda s: int(s.split()[1].split("-")[0]))
+        if group == 1:
+            title = (f"Timeline: all {n} transfers, one bar per op and sending device "
+                     "(first to last transfer; bytes and count in the hover)")
+        else:
+            title = (f"Timeline: all {n} transfers, one bar per op and group of {group} consecutive "
+                     "devices (first to last transfer; bytes and count in the hover)")
+    order = ["ops"] + labels
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
+    fig.update_layout(title=title, barmode="overlay", xaxis_title=f"time ({unit})",
+                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=60, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+    fig.update_layout(meta={"transfers": n, "detailed": detailed, "group": group})
+    return fig
+
+
+def memory_figure(res, capacity_bytes: int | None = None, max_lines: int = 256) -> go.Figure:
+    """Bytes each device holds over time (step lines, the first ``max_lines`` devices),
+    max over devices in bold. Units fit the values."""
+    tdiv, tunit = time_unit(float(res.memory_times_s.max()) if len(res.memory_times_s) else 0.0)
+    t = res.memory_times_s / tdiv
+    top = float(res.memory_bytes.max()) if res.memory_bytes.size else 0.0
+    bdiv, bunit = byte_unit(top)
+    mem = res.memory_bytes / bdiv
     fig = go.Figure()
     n = mem.shape[1]
     xs, ys = [], []
-    for d in range(n):
+    for d in range(min(n, max_lines)):
         xs += list(t) + [None]
         ys += list(mem[:, d]) + [None]
-    fig.add_scatter(x=xs, y=ys, mode="lines", line_shape="hv", name="each device",
+    fig.add_scatter(x=xs, y=ys, mode="lines", line_shape="hv",
+                    name="each device" if n <= max_lines else f"devices 0-{max_lines - 1}",
                     line=dict(width=1, color="rgba(76,120,168,0.45)"),
-                    hovertemplate="%{x:.2f} us<br>%{y:.2f} MiB<extra></extra>")
+                    hovertemplate="%{x:.3~g} " + tunit + "<br>%{y:.3~g} " + bunit + "<extra></extra>")
     fig.add_scatter(x=t, y=mem.max(axis=1), mode="lines", line_shape="hv",
-                    line=dict(width=3, color="#E45756"), name="max over devices")
+                    line=dict(width=3, color="#E45756"), name="max over all devices")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title=f"Memory held per device over time ({n} devices)", xaxis_title="time (us)",
-                      yaxis_title="MiB", height=380, margin=dict(l=40, r=20, t=60, b=40),
+    fig.update_layout(title=f"Memory held per device over time ({n} devices)", xaxis_title=f"time ({tunit})",
+                      yaxis_title=bunit, height=380, margin=dict(l=40, r=20, t=60, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
     return fig
 
@@ -185,6 +383,7 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
         key = (u, v) if str(u) <= str(v) else (v, u)
         pair_bytes[key] = pair_bytes.get(key, 0.0) + float(lb[i])
     top = max(pair_bytes.values(), default=0.0) or 1.0
+    bdiv, bunit = byte_unit(top)
     import plotly.colors as pc
 
     scale = pc.sample_colorscale("YlOrRd", [i / (bins - 1) for i in range(bins)])
@@ -210,8 +409,8 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
         mx, my = pts[len(pts) // 2] if len(pts) == 3 else ((x0 + x1) / 2, (y0 + y1) / 2)
         mids_x.append(mx)
         mids_y.append(my)
-        mids_c.append(b / MIB)
-        mids_t.append(f"{u} <-> {v}: {b / MIB:.2f} MiB")
+        mids_c.append(b / bdiv)
+        mids_t.append(f"{u} <-> {v}: {fmt_bytes(b)}")
     fig = go.Figure()
     for level in sorted(groups):
         xs, ys = groups[level]
@@ -219,8 +418,8 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
                         line=dict(color=scale[level] if level else "#D0D0D0", width=1.5 + 3 * level / bins))
     fig.add_scatter(x=mids_x, y=mids_y, mode="markers", showlegend=False, text=mids_t,
                     hovertemplate="%{text}<extra></extra>",
-                    marker=dict(size=7, color=mids_c, colorscale="YlOrRd", cmin=0, cmax=top / MIB,
-                                colorbar=dict(title="MiB on link"), opacity=0.9))
+                    marker=dict(size=7, color=mids_c, colorscale="YlOrRd", cmin=0, cmax=top / bdiv,
+                                colorbar=dict(title=f"{bunit} on link"), opacity=0.9))
     chips = [n for n, c in g.nodes(data="chip") if c]
     dev_of = {c: d for d, c in enumerate(res.placement.chips)}
     fig.add_scatter(x=[pos[n][0] for n in chips], y=[pos[n][1] for n in chips], mode="markers+text",
@@ -241,29 +440,91 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
     return fig
 
 
+def _log_ticks(lo: float, hi: float, unit_of, fmt) -> tuple[list, list]:
+    """Tick values (1-2-5 per decade) and labels in adaptive units for a log axis."""
+    import math
+
+    if lo <= 0 or hi <= 0:
+        return [], []
+    vals = []
+    for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2):
+        for m in (1, 2, 5):
+            v = m * 10 ** e
+            if lo / 1.6 <= v <= hi * 1.6:
+                vals.append(v)
+    if len(vals) > 9:
+        vals = [v for v in vals if str(v).lstrip("0.").startswith("1")] or vals
+    return vals, [fmt(v) for v in vals]
+
+
 def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
-    """Two panels: simulated time per strategy (with the lower bound) and peak memory
-    per device. Log scales when every value is positive."""
+    """Two panels: simulated time per strategy with the lower bound drawn in front of
+    the bars, and peak memory per device. Log axes (when every value is positive) with
+    1-2-5 ticks labelled in adaptive units."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("simulated time (us)", "peak memory per device (MiB)"))
-    t_us = [t * US for t in times_s]
-    mem = [b / MIB for b in peaks_bytes]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("simulated time", "peak memory per device"))
     colors = [_PALETTE[i % len(_PALETTE)] for i in range(len(names))]
-    fig.add_bar(x=list(names), y=t_us, marker_color=colors, showlegend=False, row=1, col=1,
-                hovertemplate="%{x}<br>%{y:.2f} us<extra></extra>")
-    fig.add_bar(x=list(names), y=mem, marker_color=colors, showlegend=False, row=1, col=2,
-                hovertemplate="%{x}<br>%{y:.2f} MiB<extra></extra>")
+    fig.add_bar(x=list(names), y=list(times_s), marker_color=colors, showlegend=False, row=1, col=1,
+                customdata=[fmt_seconds(t) for t in times_s],
+                hovertemplate="%{x}<br>%{customdata}<extra></extra>")
+    fig.add_bar(x=list(names), y=list(peaks_bytes), marker_color=colors, showlegend=False, row=1, col=2,
+                customdata=[fmt_bytes(b) for b in peaks_bytes],
+                hovertemplate="%{x}<br>%{customdata}<extra></extra>")
     if bound_s > 0:
-        # a trace, not add_hline: hline annotations are placed wrongly on log axes
-        fig.add_scatter(x=list(names), y=[bound_s * US] * len(names), mode="lines+markers",
-                        line=dict(dash="dash", color="#54A24B"), marker=dict(symbol="line-ew-open", size=30),
-                        name=f"lower bound {bound_s * US:.2f} us", row=1, col=1,
-                        hovertemplate="lower bound %{y:.2f} us<extra></extra>")
-    if all(v > 0 for v in t_us):
-        fig.update_yaxes(type="log", dtick=1, row=1, col=1)
-    if all(v > 0 for v in mem):
-        fig.update_yaxes(type="log", dtick=1, row=1, col=2)
+        # a trace added after the bars is drawn in front of them (add_hline sits behind
+        # on log axes and misplaces its annotation)
+        fig.add_scatter(x=list(names), y=[bound_s] * len(names), mode="lines+markers",
+                        line=dict(dash="dash", color="#1B7F3A", width=3),
+                        marker=dict(symbol="line-ew-open", size=30, color="#1B7F3A"),
+                        name=f"lower bound {fmt_seconds(bound_s)}", row=1, col=1,
+                        hovertemplate=f"lower bound {fmt_seconds(bound_s)}<extra></extra>")
+    tv = [t for t in list(times_s) + ([bound_s] if bound_s > 0 else []) if t]
+    if tv and all(v > 0 for v in times_s):
+        vals, labels = _log_ticks(min(tv), max(tv), None, fmt_seconds)
+        fig.update_yaxes(type="log", tickvals=vals, ticktext=labels, row=1, col=1)
+    if peaks_bytes and all(v > 0 for v in peaks_bytes):
+        lo, hi = min(peaks_bytes), max(peaks_bytes)
+        import math
+
+        vals = [2 ** e for e in range(int(math.floor(math.log2(lo))), int(math.ceil(math.log2(hi))) + 1)]
+        if len(vals) > 8:
+            vals = vals[::-(-len(vals) // 8)]
+        fig.update_yaxes(type="log", tickvals=vals, ticktext=[fmt_bytes(v) for v in vals], row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0))
-    fig.update_layout(height=400, margin=dict(l=40, r=20, t=60, b=40))
+    fig.update_layout(height=400, margin=dict(l=60, r=20, t=60, b=40))
+    return fig
+
+
+#: Columns that identify a row of a sweep apart from its what-if knobs.
+SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src", "dst", "latency_scale",
+              "itemsize", "itemsize_knob", "dtype", "strategy")
+
+
+def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figure:
+    """Time against a what-if knob: one line per combination of every identifying
+    column that is not on the x axis (so a line never joins two machines or two
+    planners), coloured by planner."""
+    keys = [k for k in SWEEP_KEYS if k in df.columns and k != x and df[k].nunique(dropna=False) > 1]
+    fig = go.Figure()
+    planners = sorted(str(p) for p in df["planner"].dropna().unique()) if "planner" in df else []
+    color = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(planners)}
+    shown = set()
+    groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        part = part.sort_values(x)
+        planner = str(part["planner"].iloc[0]) if "planner" in part else ""
+        name = " | ".join(f"{k}={v}" for k, v in zip(keys, key)) or "all rows"
+        fig.add_scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers", name=planner or name,
+                        legendgroup=planner, showlegend=planner not in shown,
+                        line=dict(color=color.get(planner, "#4C78A8")),
+                        meta={"group": dict(zip(keys, [str(v) for v in key]))},
+                        hovertemplate=name.replace("|", "<br>") + "<br>" + x + " %{x}<br>" + y
+                        + " %{y:.4~g}<extra></extra>")
+        shown.add(planner)
+    fig.update_xaxes(type="log", title=x)
+    fig.update_yaxes(type="log", title=f"{y} (s)")
+    fig.update_layout(title="What if: simulated time vs link bandwidth scale (one line per case, machine, "
+                            "planner and other knobs)", height=420, margin=dict(l=40, r=20, t=60, b=40))
     return fig

@@ -44,8 +44,23 @@ DEFAULTS = {
     "dtype": "bfloat16",
     "src": "[8192{data}, 32768{model}]",
     "dst": "P('model', 'data')",
-    "planner": "normal",
+    "planner": None,  # synth's default planner (filled in below)
 }
+
+
+def default_planner() -> str:
+    """The planner ``synth.synthesize`` uses when none is given."""
+    import inspect
+
+    import synth
+
+    try:
+        return str(inspect.signature(synth.synthesize).parameters["planner"].default)
+    except (KeyError, TypeError, ValueError):
+        return "normal"
+
+
+DEFAULTS["planner"] = default_planner()
 
 KEYS = tuple(DEFAULTS)
 
@@ -169,14 +184,16 @@ def render_sidebar(profiles: list[str], planners: list[str], default_size=None) 
     sb.text_input("Mesh axes", key="mesh",
                   help="Named axes with sizes, major first, e.g. data=16,model=4. "
                        "Their product must equal the machine's device count.")
-    sb.text_input("Array shape", key="shape", help="Global shape, e.g. 8192, 32768.")
+    sb.text_input("Array shape", key="shape", help="Global shape, e.g. 8192, 32768. Canonical source "
+                  "and target types follow it.", on_change=on_shape_change)
     sb.selectbox("dtype", list(DTYPES), key="dtype")
     sb.text_input("Source sharding", key="src",
                   help="Canonical [8192{data}, 32768{model}] or PartitionSpec P('data', 'model').")
     sb.text_input("Target sharding", key="dst",
                   help="Canonical [8192{model}, 32768{data}] or PartitionSpec P('model', 'data').")
     sb.selectbox("Planner", planners, key="planner",
-                 help="normal: the memory-bounded plan (slices, all-to-alls, permutes, gathers). "
+                 help="auto: the cheapest plan on this machine within the memory bound. "
+                      "normal: the memory-bounded plan (slices, all-to-alls, permutes, gathers). "
                       "easy: gather everything, then slice.")
     sb.button("Reset to the default scenario", key="reset_scenario", on_click=reset)
     for k in KEYS:
@@ -185,7 +202,8 @@ def render_sidebar(profiles: list[str], planners: list[str], default_size=None) 
 
 
 def _profile_changed(default_size):
-    """A new profile: take its default size and fit the mesh to its device count."""
+    """A new profile: take its default size and fit the mesh to its device count (and,
+    where it can, to the array: each sharded dimension divisible by its axes)."""
     import streamlit as st
 
     if default_size is None:
@@ -201,18 +219,96 @@ def _profile_changed(default_size):
         mesh = Mesh.parse(st.session_state["mesh"])
     except Exception:  # noqa: BLE001 - a bad mesh stays as typed; the page says why
         return
-    if mesh.size != n and len(mesh.names) >= 2:
-        st.session_state["mesh"] = fit_mesh(mesh.names, mesh.sizes, n)
+    if mesh.size != n and len(mesh.names) >= 1:
+        st.session_state["mesh"] = fit_mesh(mesh.names, mesh.sizes, n,
+                                            fits=_fits_array(st.session_state.get("shape", ""),
+                                                             st.session_state.get("src", ""),
+                                                             st.session_state.get("dst", "")))
 
 
-def fit_mesh(names, sizes, n: int) -> str:
-    """Resize a mesh to ``n`` devices: keep the minor axes' sizes where their product
-    divides ``n`` (halving the largest until it does) and give the rest to the first."""
-    rest = list(sizes[1:])
-    while n % math.prod(rest):
-        k = rest.index(max(rest))
-        rest[k] = max(1, rest[k] // 2)
-    return ",".join(f"{a}={s}" for a, s in zip(names, [n // math.prod(rest)] + rest))
+def _fits_array(shape_text: str, src_text: str, dst_text: str):
+    """``fits(mesh_text) -> bool``: both shardings parse on that mesh and split their
+    dimensions evenly."""
+    def fits(mesh_text: str) -> bool:
+        try:
+            import synth
+
+            mesh = synth.Mesh.parse(mesh_text)
+            shape = parse_shape(shape_text) if str(shape_text).strip() else None
+            src = synth.parse_type(src_text, shape).check(mesh, "source")
+            dst = synth.parse_type(dst_text, shape or src.shape).check(mesh, "target")
+            return src.is_even(mesh) and dst.is_even(mesh)
+        except Exception:  # noqa: BLE001 - any failure means "does not fit"
+            return False
+    return fits
+
+
+def _factorizations(n: int, k: int):
+    if k == 1:
+        yield (n,)
+        return
+    for f in range(1, n + 1):
+        if n % f == 0:
+            for rest in _factorizations(n // f, k - 1):
+                yield (f,) + rest
+
+
+def fit_mesh(names, sizes, n: int, fits=None) -> str:
+    """Resize a mesh to ``n`` devices with the same axis names. Among the meshes with
+    ``n`` devices, prefer one that ``fits`` (e.g. divides the array evenly), then the
+    one closest to the old sizes (log distance, minor axes weighted more)."""
+    import math as _m
+
+    names, sizes = tuple(names), tuple(sizes)
+
+    def text(sz):
+        return ",".join(f"{a}={s}" for a, s in zip(names, sz))
+
+    def dist(sz):
+        return sum((1 + i) * abs(_m.log(a) - _m.log(b)) for i, (a, b) in enumerate(zip(sz, sizes)))
+
+    cands = sorted(_factorizations(n, len(names)), key=dist)[:200]
+    if fits is not None:
+        for sz in cands:
+            if fits(text(sz)):
+                return text(sz)
+    return text(cands[0])
+
+
+def on_shape_change():
+    """The array shape changed: rewrite canonical source/target types (which spell the
+    sizes) to the new shape, keeping their axes; PartitionSpecs need no change."""
+    import streamlit as st
+
+    try:
+        shape = parse_shape(st.session_state["shape"])
+    except InputError:
+        return
+    for k in ("src", "dst"):
+        st.session_state[k] = reshape_type_text(st.session_state.get(k, ""), shape)
+
+
+def reshape_type_text(text: str, shape) -> str:
+    """``'[8192{data}, 32768{model}]'`` on shape ``(64, 128)`` -> ``'[64{data}, 128{model}]'``;
+    a PartitionSpec or an unparsable text is returned unchanged. A rank change keeps the
+    axes of the leading dims."""
+    t = str(text).strip()
+    if not t.startswith("["):
+        return text
+    try:
+        import synth
+
+        old = synth.ArrayType.parse(t)
+    except Exception:  # noqa: BLE001 - the page reports the bad text
+        return text
+    dims = [synth.types.Dim(size, old.dims[i].axes if i < len(old.dims) else ())
+            for i, size in enumerate(shape)]
+    used = {a for d in dims for a in d.axes}
+    lost = [a for d in old.dims[len(shape):] for a in d.axes if a not in used]
+    try:
+        return str(synth.ArrayType(tuple(dims), tuple(old.unreduced)))
+    except Exception:  # noqa: BLE001
+        return text if not lost else text
 
 
 def reset():

@@ -10,7 +10,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import compute
-from ui.fmt import fmt_seconds
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
 
 _PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
 
@@ -23,15 +23,52 @@ def _source(v):
     return v.get("source", "") if isinstance(v, dict) else ""
 
 
+#: A fitted bandwidth at or above this is the fit's cap: the data set no limit.
+UNBOUNDED_BPS = 1e14
+
+
 def _fmt_param(name: str, v) -> str:
+    """A fitted value in its unit; a bandwidth at the fit's cap reads "unbounded", a
+    time fitted to 0 "not identifiable" (the measurements do not constrain it)."""
     if v is None:
         return "-"
-    v = float(v)
-    if name.endswith("_s"):
-        return fmt_seconds(v)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return str(v)
     if name.endswith("_Bps"):
-        return f"{v / 1e9:.3g} GB/s"
+        if v >= UNBOUNDED_BPS or v == float("inf"):
+            return "unbounded (fit at its cap: no limit seen in the data)"
+        return fmt_bandwidth(v)
+    if name.endswith("_s"):
+        if v == 0:
+            return "not identifiable (fitted to 0: the data do not constrain it)"
+        return fmt_seconds(v)
+    if name.endswith("_bytes"):
+        return fmt_bytes(v)
     return f"{v:.4g}"
+
+
+#: Link classes of a profile: parameter prefix -> what it is.
+LINK_CLASSES = {"link": "link (intra-node / intra-process)", "nic": "nic (inter-node / inter-process)",
+                "bus": "bus (shared host bus)", "hbm": "hbm (device memory)"}
+
+
+def _link_classes_frame(prof: dict) -> pd.DataFrame | None:
+    """Bandwidth and latency of each link class side by side (``link_*``, ``nic_*``,
+    ``bus_*``, ``hbm_*``), or ``None`` when the profile has fewer than two classes."""
+    params = prof.get("params") or {}
+    cols = {}
+    for prefix, label in LINK_CLASSES.items():
+        bw = params.get(f"{prefix}_bandwidth_Bps")
+        lat = params.get(f"{prefix}_latency_s")
+        if bw is None and lat is None:
+            continue
+        cols[label] = {"bandwidth": _fmt_param("x_Bps", _value(bw)) if bw is not None else "-",
+                       "latency": _fmt_param("x_s", _value(lat)) if lat is not None else "-"}
+    if len([c for c in cols if not c.startswith("hbm")]) < 2:
+        return None
+    return pd.DataFrame(cols)
 
 
 def _scatter(groups: dict, title: str, x_label: str, y_label: str) -> go.Figure:
@@ -80,8 +117,13 @@ def main():
     folder = st.text_input("Calibrated profiles folder", key="calib_dir",
                            value=compute.calibrated_dir(),
                            help="Where `python -m executor calibrate --out FOLDER/NAME.json` wrote "
-                                "NAME.json and NAME.report.json.")
-    files = compute.calibrated_profiles(folder)
+                                "NAME.json and NAME.report.json: the shipped folder or one under the "
+                                f"results root ({compute.results_root()}; APP_RESULTS_ROOT).")
+    try:
+        files = compute.calibrated_profiles(folder)
+    except RedistributionError as e:
+        st.error(str(e))
+        return
     if not files:
         st.info(f"No calibrated profile in {folder} yet. Write one with "
                 "`python -m executor calibrate --quick --out models/profiles/calibrated/cpu-8.json` "
@@ -92,9 +134,14 @@ def main():
     path = st.selectbox("Profile", files, key="calib_profile", format_func=lambda p: Path(p).stem)
     try:
         prof, rep = compute.read_calibration(path)
+        _show(path, prof, rep)
     except RedistributionError as e:
         st.error(str(e))
-        return
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        st.error(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})")
+
+
+def _show(path, prof, rep):
     st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
     if rep is None:
         st.warning(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
@@ -146,6 +193,10 @@ def main():
         if worst:
             with st.expander("Worst held-out predictions"):
                 st.dataframe(pd.DataFrame(worst), hide_index=True)
+    classes = _link_classes_frame(prof)
+    if classes is not None:
+        st.subheader("Link classes")
+        st.dataframe(classes, key="calib_link_classes")
     st.subheader("Fitted parameters")
     st.dataframe(_params_frame(prof, rep), hide_index=True)
 

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures, scenario
-from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
+from ui import background, compute, figures, scenario, share
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
+from ui.texts import model_error_text as simulate_page_model_error
 
 SCALES = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 
@@ -20,18 +21,31 @@ def _case_key(mesh, plan, dtype) -> str:
 def _whatif(sc, mesh):
     st.subheader("What if")
     c = st.columns(4)
-    bw = c[0].select_slider("Link bandwidth scale", SCALES, value=1.0, key="cmp_bw_scale",
-                            format_func=lambda v: f"x{v:g}")
-    lat = c[1].select_slider("Latency scale", SCALES, value=1.0, key="cmp_lat_scale",
-                             format_func=lambda v: f"x{v:g}")
+    for k in ("cmp_bw_scale", "cmp_lat_scale", "cmp_mesh", "cmp_placement"):
+        share.restore(k)
+    for k in ("cmp_bw_scale", "cmp_lat_scale"):
+        if st.session_state.get(k) not in SCALES:
+            st.session_state[k] = 1.0
+    bw = c[0].select_slider("Link bandwidth scale", SCALES, key="cmp_bw_scale",
+                            format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
+    lat = c[1].select_slider("Latency scale", SCALES, key="cmp_lat_scale",
+                             format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
     shapes = scenario.mesh_shapes(mesh.names, mesh.size)
     if st.session_state.get("cmp_mesh") not in shapes:
         st.session_state["cmp_mesh"] = str(mesh)
-    mesh_text = c[2].selectbox("Mesh shape", shapes, key="cmp_mesh",
+    mesh_text = c[2].selectbox("Mesh shape", shapes, key="cmp_mesh", on_change=share.save_page_fields,
                                help="Same axis names and device count, other sizes.")
     placement = c[3].text_input("Placement", key="cmp_placement", placeholder="row-major",
+                                on_change=share.save_page_fields,
                                 help="As on the Simulate page, e.g. data=X*Y,model=Z.")
+    share.save_page_fields()
     return bw, lat, mesh_text, placement
+
+
+CPU_NOTE = ("These times come from CPU devices of this host, which are not the simulated machine: "
+            "CPU 'collectives' are memory copies between threads, with no links, topology or "
+            "launch costs like a TPU's or GPU's. They say which strategy moves less data here, "
+            "not which one a {machine} would run faster.")
 
 
 def main():
@@ -82,43 +96,59 @@ def main():
 
     try:
         schedules = compute.strategy_schedules(plan, sc, xla)
-        results = {}
-        with st.spinner("Simulating every strategy..."):
-            for name, sched in schedules.items():
-                results[name] = compute.simulate_schedule(sched, mesh_text, sc, placement, bw, lat)
+        view = background.resolve(compute.compare_simulations(schedules, mesh_text, sc, placement, bw, lat))
     except RedistributionError as e:
         st.error(str(e))
         return
+    if view is None:
+        return
+    results = view["strategies"]
 
-    ours = next(iter(results.values()))
-    bound = ours.lower_bound_s
+    ours = next(iter(results.values()))["summary"]
+    bound = ours["lower_bound_s"]
     rows = []
     for name, r in results.items():
         sched = schedules[name]
+        sm = r["summary"]
+        comm = [o for o in r["ops"] if o.get("busbw_Bps") is not None]
+        slowest = max(comm, key=lambda o: o["duration_s"], default=None)
         rows.append({
             "strategy": name,
             "collectives": sum(1 for op in sched.ops if not op.is_local),
-            "simulated time": fmt_seconds(r.time_s),
-            "time / lower bound": fmt_ratio(r.time_s / bound if bound > 0 else None),
-            "peak memory per device": fmt_bytes(r.peak_bytes_max_device),
-            "bytes on links": fmt_bytes(float(r.link_bytes_array.sum())),
+            "simulated time": fmt_seconds(sm["time_s"]),
+            "time / lower bound": fmt_ratio(sm["time_s"] / bound if bound > 0 else None),
+            "peak memory per device": fmt_bytes(sm["peak_bytes_max_device"]),
+            "bytes on links": fmt_bytes(sm["link_bytes_total"]),
+            "slowest op": (f"{slowest['index']}: {slowest['kind']} ({slowest.get('algorithm') or '-'})"
+                           if slowest else "-"),
+            "its algbw": fmt_bandwidth(slowest["algbw_Bps"]) if slowest else "-",
+            "its busbw": fmt_bandwidth(slowest["busbw_Bps"]) if slowest else "-",
+            "bus peak": fmt_bandwidth(slowest["bus_peak_Bps"]) if slowest else "-",
             "full rematerialization": (str(xla[name.split()[-1]]["full_remat"])
                                        if xla and name.startswith("xla ") else "-"),
         })
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, machine "
-                f"`{ours.machine.spec}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
-                f"`{ours.placement.text}`; lower bound **{fmt_seconds(bound)}**")
+                f"`{ours['machine_spec']}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
+                f"`{ours['placement_text']}`; lower bound **{fmt_seconds(bound)}** "
+                f"(binds on: {ours['lower_bound_kind']})")
+    me = simulate_page_model_error(view.get("model_error"))
+    if me:
+        st.caption(me)
     st.dataframe(pd.DataFrame(rows), hide_index=True)
+    st.caption("algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
+               "page); bus peak: a chip's injection bandwidth.")
 
     names = list(results)
-    fig = figures.strategies_figure(names, [results[n].time_s for n in names],
-                                    [results[n].peak_bytes_max_device for n in names], bound)
+    fig = figures.strategies_figure(names, [results[n]["summary"]["time_s"] for n in names],
+                                    [results[n]["summary"]["peak_bytes_max_device"] for n in names], bound)
     st.plotly_chart(fig, key="cmp_chart")
+    sim_times = {n: results[n]["summary"]["time_s"] for n in names}
 
     st.subheader("Measured on this machine's JAX backend")
     st.caption("Runs our plan (shard_map) and XLA's resharding for real on the local backend "
                f"({plan.mesh.size} CPU devices here), checks every output element, and times them. "
-               "CPU numbers say which strategy moves less data, not what a TPU would take. "
+               "CPU devices are not the simulated machine: these numbers say which strategy moves less "
+               "data here, not what a TPU or GPU would take. "
                f"The array is {fmt_bytes(plan.src.num_elems() * plan.itemsize)}; large arrays on many "
                "CPU devices take minutes.")
     mkey = "measure|" + key + "|" + sc.planner
@@ -146,6 +176,30 @@ def main():
             "collectives": ", ".join(v.get("collectives", [])),
         } for k, v in m.items()]
         st.dataframe(pd.DataFrame(mrows), hide_index=True)
+        _winners_note(sim_times, m, ours["machine_spec"])
+
+
+def _winners_note(sim_times: dict, measured: dict, machine: str) -> None:
+    """Say so when the measured and simulated winners differ (they often do)."""
+    def norm(name):
+        name = name.lower()
+        if name.startswith("ours"):
+            return "ours"
+        return name.replace("xla ", "xla_").replace(" ", "_")
+
+    sim = {norm(k): v for k, v in sim_times.items()}
+    meas = {norm(k): v.get("time_s") for k, v in measured.items() if v.get("time_s") is not None}
+    common = [k for k in meas if k in sim or k.replace("xla_", "xla ") in sim]
+    if len(common) < 2:
+        st.caption(CPU_NOTE.format(machine=machine))
+        return
+    sim_win = min(common, key=lambda k: sim.get(k, float("inf")))
+    meas_win = min(common, key=lambda k: meas[k])
+    if sim_win != meas_win:
+        st.warning(f"Measured here, **{meas_win}** is fastest; simulated on {machine}, **{sim_win}** is. "
+                   + CPU_NOTE.format(machine=machine))
+    else:
+        st.caption(f"Measured and simulated agree that {sim_win} is fastest. " + CPU_NOTE.format(machine=machine))
 
 
 main()

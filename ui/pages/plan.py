@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures, scenario
+from ui import compute, figures, scenario, share
 from ui.fmt import fmt_bytes
 
 
@@ -22,6 +22,28 @@ def _steps_frame(plan) -> pd.DataFrame:
         "shard bytes": [fmt_bytes(r["shard_bytes"]) for r in rows],
         "received bytes (max device)": [fmt_bytes(r["recv_bytes"]) for r in rows],
     })
+
+
+def _layout_section(plan):
+    """Which device holds which block: source and target side by side, and any step."""
+    st.subheader("Layout")
+    st.caption("Which device holds which block of the array (rows: blocks of dim 0; columns: blocks of "
+               "the other dims), as jax.debug.visualize_array_sharding draws it. A block listed with "
+               "several devices is replicated on them; with a pending sum {U:...} each holds a partial "
+               "block. Hatched: padding of uneven dimensions.")
+    a, b = st.columns(2)
+    a.plotly_chart(figures.layout_figure(plan.src, plan.mesh, "source"), key="layout_src")
+    b.plotly_chart(figures.layout_figure(plan.dst, plan.mesh, "target"), key="layout_dst")
+    if plan.steps:
+        labels = ["0: source"] + [f"{i + 1}: {r['collective']}" for i, r in enumerate(plan.rows()[1:])]
+        share.restore("layout_step")
+        if st.session_state.get("layout_step") not in labels:
+            st.session_state["layout_step"] = labels[min(1, len(labels) - 1)]
+        pick = st.select_slider("Step", labels, key="layout_step", on_change=share.save_page_fields,
+                                help="The type after this step.")
+        i = labels.index(pick)
+        t = plan.all_types[i]
+        st.plotly_chart(figures.layout_figure(t, plan.mesh, f"after step {pick}"), key="layout_step_chart")
 
 
 def main():
@@ -43,25 +65,47 @@ def main():
     if not plan.steps:
         st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
-    c = st.columns(5)
+    cap = compute.hbm_capacity(sc)
+    oom = cap is not None and plan.peak_live_bytes > cap
+    if oom:
+        st.error(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
+                 f"(input + output of one step), more than the {fmt_bytes(cap)} of HBM a "
+                 f"{sc.machine_profile} device has ({fmt_bytes(plan.peak_live_bytes - cap)} over). "
+                 "Pick a planner or sharding with smaller shards, or a bigger machine.")
+    c = st.columns(6)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
-    c[1].metric("largest shard", fmt_bytes(plan.max_shard_bytes),
-                delta=("within max(src, dst)" if plan.bound_holds else "exceeds max(src, dst)"),
-                delta_color="normal" if plan.bound_holds else "inverse",
+    if oom:
+        badge, color = "out of memory on this machine", "inverse"
+    elif plan.bound_holds:
+        badge, color = "within max(src, dst)", "normal"
+    else:
+        badge, color = "exceeds max(src, dst)", "inverse"
+    c[1].metric("largest shard", fmt_bytes(plan.max_shard_bytes), delta=badge, delta_color=color,
                 help=f"The paper's measure; bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}.")
     c[2].metric("peak live (in + out)", fmt_bytes(plan.peak_live_bytes),
                 help="Largest input+output buffer pair live during one step.")
-    c[3].metric("received per device", fmt_bytes(plan.recv_bytes_max_device),
+    if cap is not None:
+        head = cap - plan.peak_live_bytes
+        c[3].metric("HBM headroom", fmt_bytes(abs(head)) + ("" if head >= 0 else " short"),
+                    delta=f"{100 * plan.peak_live_bytes / cap:.3g} % of {fmt_bytes(cap)} used",
+                    delta_color="off" if head >= 0 else "inverse",
+                    help="Device memory capacity (the profile's hbm_capacity_bytes) minus the plan's "
+                         "peak live bytes. Other buffers of the program are not counted.")
+    else:
+        c[3].metric("HBM headroom", "-", help="Needs the models package for the capacity.")
+    c[4].metric("received per device", fmt_bytes(plan.recv_bytes_max_device),
                 help=f"Lower bound: {fmt_bytes(plan.recv_lower_bound_bytes)} (the part of its "
                      "target block a device does not already hold).")
-    c[4].metric("easy plan's largest shard", fmt_bytes(easy.max_shard_bytes),
+    c[5].metric("easy plan's largest shard", fmt_bytes(easy.max_shard_bytes),
                 help="Gather everything, then slice.")
 
     st.subheader("Steps")
     st.dataframe(_steps_frame(plan), hide_index=True)
-    st.plotly_chart(figures.plan_memory_figure(plan, easy.max_shard_bytes), key="plan_memory_chart")
+    st.plotly_chart(figures.plan_memory_figure(plan, easy.max_shard_bytes, cap), key="plan_memory_chart")
     with st.expander("Bytes received per device per step"):
         st.plotly_chart(figures.recv_heatmap(plan), key="plan_recv_heatmap")
+
+    _layout_section(plan)
 
     st.subheader("Export")
     doc = compute.plan_document(plan, sc)

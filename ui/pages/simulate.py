@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, scenario
+from ui import background, compute, scenario, share
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
+from ui.texts import BANDWIDTH_NOTE, LOWER_BOUND_HELP, model_error_text, ops_frame
 
 PLACEMENT_HELP = (
     "Which chip each mesh device runs on. Empty or 'row-major': device d on chip d. "
@@ -15,18 +15,24 @@ PLACEMENT_HELP = (
     "'devices:3,1,0,2' lists the chip of every device. See docs/simulator.md."
 )
 
-
-def _ops_frame(res) -> pd.DataFrame:
-    return pd.DataFrame({
-        "op": [o["index"] for o in res.ops],
-        "kind": [o["kind"] for o in res.ops],
-        "algorithm": [o.get("algorithm") or "-" for o in res.ops],
-        "start": [fmt_seconds(o["start_s"]) for o in res.ops],
-        "duration": [fmt_seconds(o["duration_s"]) for o in res.ops],
-        "analytic estimate": [fmt_seconds(o["analytic_s"]) for o in res.ops],
-        "recv per device": [fmt_bytes(o["recv_bytes"]) for o in res.ops],
-        "out buffer": [fmt_bytes(o["out_bytes"]) for o in res.ops],
-    })
+def show_summary(sm: dict, me=None) -> None:
+    c = st.columns(5)
+    c[0].metric("simulated time", fmt_seconds(sm["time_s"]))
+    kind = sm.get("lower_bound_kind") or "?"
+    c[1].metric("lower bound", fmt_seconds(sm["lower_bound_s"]),
+                help=f"Binding term: {kind} ({LOWER_BOUND_HELP.get(kind, 'see docs/simulator.md')}).")
+    c[2].metric("time / bound", fmt_ratio(sm["ratio_to_bound"]))
+    cap = sm["hbm_capacity_bytes"]
+    peak = sm["peak_bytes_max_device"]
+    c[3].metric("peak memory (max device)", fmt_bytes(peak),
+                delta=(f"{fmt_bytes(cap - peak)} headroom" if peak <= cap else f"{fmt_bytes(peak - cap)} over HBM"),
+                delta_color="normal" if peak <= cap else "inverse",
+                help=f"HBM capacity {fmt_bytes(cap)}.")
+    c[4].metric("busiest link", fmt_bytes(sm["link_bytes_max"]),
+                help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(sm['analytic_s'])}.")
+    st.caption(f"Lower bound binds on: **{kind}**. " + (model_error_text(me) or
+               "Model error against published measurements: not available (`simulator validate` "
+               "has no figure for this machine yet)."))
 
 
 def main():
@@ -39,40 +45,44 @@ def main():
         return
     sc = scenario.current()
     placement = st.text_input("Placement", key="sim_placement", placeholder="row-major",
-                              help=PLACEMENT_HELP)
+                              help=PLACEMENT_HELP, on_change=share.save_page_fields)
+    share.save_page_fields()
     try:
         plan = compute.plan_for(sc)
-        with st.spinner(f"Simulating {plan.num_collectives} collective(s) on {sc.machine}..."):
-            res = compute.simulate_plan(plan, sc, placement)
-            figs = compute.simulation_figures(plan, sc, placement)
+        view = background.resolve(compute.simulation(plan, sc, placement))
     except RedistributionError as e:
         st.error(str(e))
         return
-
+    if view is None:
+        return
+    sm = view["summary"]
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, planner `{plan.planner}`, "
-                f"machine `{res.machine.spec}`, placement `{res.placement.text}`")
-    for w in res.warnings:
+                f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
+    for w in sm["warnings"]:
         st.warning(w)
-    c = st.columns(5)
-    c[0].metric("simulated time", fmt_seconds(res.time_s))
-    c[1].metric("lower bound", fmt_seconds(res.lower_bound_s),
-                help=f"{res.lower_bound_kind} bound: the bytes a device must receive over its "
-                     "injection bandwidth.")
-    c[2].metric("time / bound", fmt_ratio(res.ratio_to_bound))
-    c[3].metric("peak memory (max device)", fmt_bytes(res.peak_bytes_max_device),
-                help=f"HBM capacity {fmt_bytes(res.machine.hbm_capacity_bytes)}.")
-    c[4].metric("busiest link", fmt_bytes(res.link_bytes_max),
-                help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(res.analytic_s)}.")
+    show_summary(sm, view.get("model_error"))
 
-    if res.ops:
-        st.plotly_chart(figs["timeline"], key="sim_timeline")
+    figs = view["figures"]
+    if view["ops"]:
+        tl = figs["timeline"]
+        st.plotly_chart(tl, key="sim_timeline")
+        meta = tl.layout.meta or {}
+        if not meta.get("detailed", True):
+            st.caption(f"The timeline shows all {meta.get('transfers')} transfers aggregated, as its title "
+                       "says; the Chrome trace below has every transfer (or, above "
+                       "200,000, one event per device and op).")
     else:
         st.info("The plan has no steps (source and target are the same sharding): nothing to "
                 "replay. Pick another target in the sidebar.")
+    st.download_button("Download Chrome trace (Perfetto)", data=view["chrome_trace"],
+                       file_name="simulation.trace.json", mime="application/json", key="sim_chrome_trace",
+                       help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
+                            "One track per device and per busy link; op names, bytes and algorithm as args.")
     st.plotly_chart(figs["topology"], key="sim_topology")
     st.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
-    st.dataframe(_ops_frame(res), hide_index=True)
+    st.dataframe(ops_frame(view["ops"]), hide_index=True, key="sim_ops_table")
+    st.caption(BANDWIDTH_NOTE)
 
 
 main()

@@ -8,7 +8,7 @@ import plotly.express as px
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute
+from ui import compute, figures
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
            "placement", "mesh", "src", "dst", "time_s", "time_over_lb", "peak_over_bound",
@@ -25,10 +25,11 @@ def _pick_folder() -> str | None:
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
     else:
-        c1.info("No results folder under results*/ yet. Run e.g. `python -m experiments run "
+        c1.info(f"No results folder under {compute.results_root()} yet. Run e.g. `python -m experiments run "
                 "experiments/configs/smoke.yaml --out results/smoke`.")
     typed = c2.text_input("...or a path", key="sweeps_dir", placeholder="results/smoke",
-                          help="A folder written by `python -m experiments run`.")
+                          help="A folder written by `python -m experiments run`, under the results root "
+                               f"({compute.results_root()}; set APP_RESULTS_ROOT to change it).")
     return typed.strip() or picked
 
 
@@ -52,6 +53,7 @@ def main():
     if not folder:
         return
     try:
+        folder = str(compute.check_results_path(folder))
         df = compute.sweep_rows(folder)
     except RedistributionError as e:
         st.error(str(e))
@@ -87,10 +89,7 @@ def main():
         st.plotly_chart(fig2, key="sweeps_memory_chart")
     scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
     if len(scaled):
-        fig3 = px.line(ok.sort_values("bandwidth_scale"), x="bandwidth_scale", y="time_s",
-                       color="planner", line_group="case", markers=True, log_x=True, log_y=True,
-                       hover_data=["case", "machine"], title="What if: time vs link bandwidth scale")
-        fig3.update_layout(height=380, margin=dict(l=40, r=20, t=60, b=40))
+        fig3 = figures.whatif_figure(ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()])
         st.plotly_chart(fig3, key="sweeps_whatif_chart")
 
     st.subheader("Rows")
@@ -106,7 +105,7 @@ def main():
         except RedistributionError as e:
             st.error(str(e))
     if html.exists():
-        text = html.read_text()
+        text = html.read_text(encoding="utf-8", errors="replace")
         st.download_button("Download report.html", data=text, file_name="report.html",
                            mime="text/html", key="sweeps_download_report")
         with st.expander("report.html", expanded=False):

@@ -1,0 +1,62 @@
+"""Tables and sentences shared by the Simulate and Compare pages."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
+
+BANDWIDTH_NOTE = (
+    "**algbw** and **busbw** follow nccl-tests (PERFORMANCE.md): algbw = S / t, with t the op's "
+    "simulated time and S the per-device size nccl-tests reports (the output buffer of an "
+    "all-gather; the input buffer of a reduce-scatter, all-reduce or all-to-all; the bytes sent "
+    "by a permute). busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, "
+    "reduce-scatter and all-to-all, x 1 for a permute (n: group size). GB/s are 10^9 bytes/s. "
+    "**link peak** is one link in one direction; **bus peak** a chip's injection bandwidth "
+    "(all its links, one direction)."
+)
+
+
+def ops_frame(ops: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "op": [o["index"] for o in ops],
+        "kind": [o["kind"] for o in ops],
+        "algorithm": [o.get("algorithm") or "-" for o in ops],
+        "start": [fmt_seconds(o["start_s"]) for o in ops],
+        "duration": [fmt_seconds(o["duration_s"]) for o in ops],
+        "analytic estimate": [fmt_seconds(o["analytic_s"]) for o in ops],
+        "recv per device": [fmt_bytes(o["recv_bytes"]) for o in ops],
+        "out buffer": [fmt_bytes(o["out_bytes"]) for o in ops],
+        "n": [o.get("group_size") or "-" for o in ops],
+        "algbw": [fmt_bandwidth(o.get("algbw_Bps")) for o in ops],
+        "busbw": [fmt_bandwidth(o.get("busbw_Bps")) for o in ops],
+        "link peak": [fmt_bandwidth(o.get("link_peak_Bps")) for o in ops],
+        "bus peak": [fmt_bandwidth(o.get("bus_peak_Bps")) for o in ops],
+    })
+
+
+LOWER_BOUND_HELP = {
+    "redistribution": "the bytes a device must receive (the part of its target block it does not "
+                      "hold) over its injection bandwidth",
+    "schedule": "the bytes this schedule makes a device receive, over its injection bandwidth",
+}
+
+
+def model_error_text(me) -> str | None:
+    """One line on the model's error against published measurements, or ``None``."""
+    if not me:
+        return None
+    if "missing" in me:
+        return ("No published measurements for this machine class in `simulator validate` "
+                f"(it covers {', '.join(me['missing'][:6])}); the model's error here is unknown.")
+    mape = me.get("mape_pct", me.get("mape"))
+    if mape is None:
+        return None
+    mape = float(mape)
+    if mape <= 1.0 and "mape_pct" not in me and me.get("unit") != "pct":
+        mape *= 100
+    n = me.get("n") or me.get("count") or me.get("points")
+    return (f"Model error for this machine class: {mape:.1f} % mean absolute error against "
+            f"{n or 'the'} published measurements (`python -m simulator validate`).")
+
+

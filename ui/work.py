@@ -1,0 +1,158 @@
+"""The app's heavy work, as plain functions of plain arguments.
+
+Each runs either inline (small cases) or in a worker process (:mod:`ui.jobs`), takes
+a ``progress(done, total, text)`` keyword, and returns a picklable *view*: the numbers,
+tables and figures a page shows, never the simulator's whole result (which holds the
+topology graph and every transfer).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def schedule_units(schedule_dict: dict) -> float:
+    """A size measure of a simulation's work: the devices taking part in each
+    communicating op, summed over the ops. With the measured rate of earlier runs
+    (``ui.jobs.estimate_s``) it gives the estimate shown before a job starts."""
+    units = 0.0
+    for op in schedule_dict.get("ops", []):
+        if op.get("kind") == "permute":
+            units += 2 * len(op.get("pairs", ()))
+        elif op.get("groups") and op.get("kind") not in ("dyn_slice", "copy"):
+            units += sum(len(g) for g in op["groups"] if len(g) > 1)
+    return units
+
+
+def load_machine(profile: str, size: str, bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    import models
+
+    size = size.strip()
+    m = models.load_profile(f"{profile}:{size}" if size else profile)
+    if bandwidth_scale != 1.0 or latency_scale != 1.0:
+        m = m.with_scale(bandwidth_scale=bandwidth_scale, latency_scale=latency_scale)
+    return m
+
+
+def _simulate(schedule_json: str, mesh_text: str, profile: str, size: str, placement: str,
+              bandwidth_scale: float, latency_scale: float, progress=None, text: str = ""):
+    import simulator
+    import synth
+
+    m = load_machine(profile, size, bandwidth_scale, latency_scale)
+    sched = synth.Schedule.from_dict(json.loads(schedule_json))
+    cb = None
+    if progress is not None:
+        def cb(done, total):
+            progress(done, total, f"{text}op {done} of {total} simulated")
+    return simulator.simulate(sched, m, mesh=mesh_text, placement=placement.strip() or None, progress=cb)
+
+
+def model_error(machine) -> dict | None:
+    """How far the simulator was from published measurements for this machine class
+    (``simulator.validate.model_error_by_system``, when it exists), else ``None``."""
+    try:
+        from simulator import validate
+    except Exception:  # noqa: BLE001 - not there yet
+        return None
+    fn = getattr(validate, "model_error_by_system", None)
+    if fn is None:
+        return None
+    try:
+        table = fn()
+    except Exception:  # noqa: BLE001
+        return None
+    if not isinstance(table, dict):
+        return None
+    name = str(getattr(machine, "name", ""))
+    for key in (name, name.split("-")[0]):
+        if key in table:
+            v = table[key]
+            return v if isinstance(v, dict) else {"mape": v}
+    for key, v in table.items():
+        if str(key).startswith(name) or name.startswith(str(key)):
+            return v if isinstance(v, dict) else {"mape": v}
+    return {"missing": sorted(str(k) for k in table)}
+
+
+def _summary(res) -> dict:
+    m = res.machine
+    return {
+        "time_s": float(res.time_s), "lower_bound_s": float(res.lower_bound_s),
+        "lower_bound_kind": str(res.lower_bound_kind), "ratio_to_bound": res.ratio_to_bound,
+        "analytic_s": float(res.analytic_s), "peak_bytes_max_device": int(res.peak_bytes_max_device),
+        "link_bytes_max": float(res.link_bytes_max), "link_bytes_total": float(res.link_bytes_array.sum()),
+        "hbm_capacity_bytes": int(m.hbm_capacity_bytes), "machine_spec": m.spec, "machine_name": m.name,
+        "placement_text": res.placement.text, "warnings": list(res.warnings),
+        "num_devices": int(res.num_devices), "wall_s": float(res.wall_s),
+        "link_bandwidth_Bps": float(m.link_bandwidth_Bps),
+    }
+
+
+def _ops_rows(res) -> list[dict]:
+    from simulator.chrome_trace import op_bandwidths
+
+    rows = []
+    for o, bw in zip(res.ops, op_bandwidths(res)):
+        r = {k: o.get(k) for k in ("index", "kind", "label", "algorithm", "start_s", "end_s", "duration_s",
+                                   "analytic_s", "send_bytes", "recv_bytes", "in_bytes", "out_bytes")}
+        for k in ("protocol", "channels", "rings"):
+            if k in o:
+                r[k] = o[k]
+        r.update({k: bw[k] for k in ("nccl_bytes", "group_size", "algbw_Bps", "busbw_Bps", "link_peak_Bps",
+                                     "bus_peak_Bps")})
+        rows.append(r)
+    return rows
+
+
+def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, placement: str = "",
+                  bandwidth_scale: float = 1.0, latency_scale: float = 1.0, *, progress=None) -> dict:
+    """Everything the Simulate page shows: summary, op table (with nccl-tests bandwidths),
+    figures (timeline, memory, topology) and the Chrome trace."""
+    from simulator.chrome_trace import chrome_trace_json
+    from ui import figures
+
+    t0 = time.perf_counter()
+    res = _simulate(schedule_json, mesh_text, profile, size, placement, bandwidth_scale, latency_scale,
+                    progress)
+    if progress is not None:
+        progress(1, 1, "building the figures and the trace")
+    view = {
+        "summary": _summary(res),
+        "ops": _ops_rows(res),
+        "figures": {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
+                    "topology": figures.topology_figure(res)},
+        "chrome_trace": chrome_trace_json(res),
+        "model_error": model_error(res.machine),
+        "units": schedule_units(json.loads(schedule_json)),
+        "wall_s": time.perf_counter() - t0,
+    }
+    return view
+
+
+def compare_view(schedules: dict, mesh_text: str, profile: str, size: str, placement: str = "",
+                 bandwidth_scale: float = 1.0, latency_scale: float = 1.0, *, progress=None) -> dict:
+    """Every strategy's schedule (name -> schedule JSON) simulated the same way:
+    name -> ``{"summary", "ops"}``. Identical schedules are simulated once."""
+    t0 = time.perf_counter()
+    out, seen = {}, {}
+    units = 0.0
+    n = len(schedules)
+    for i, (name, sj) in enumerate(schedules.items()):
+        units += schedule_units(json.loads(sj))
+        if sj in seen:
+            out[name] = seen[sj]
+            continue
+
+        def cb(done, total, text="", i=i, name=name):
+            if progress is not None:
+                progress(i + done / max(total, 1), n, f"{name}: {text}")
+
+        res = _simulate(sj, mesh_text, profile, size, placement, bandwidth_scale, latency_scale, cb)
+        v = {"summary": _summary(res), "ops": _ops_rows(res)}
+        out[name] = seen[sj] = v
+    me = None
+    if out:
+        me = model_error(load_machine(profile, size))
+    return {"strategies": out, "model_error": me, "units": units, "wall_s": time.perf_counter() - t0}
