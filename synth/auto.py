@@ -725,6 +725,21 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     t0 = time.perf_counter()
     cost = cost if cost is not None else DefaultCost()
     budget_s = check_budget(budget_s)
+    why = _unsupported(mesh, src, dst)
+    if why:
+        plan = plan_normal(mesh, src, dst, itemsize)
+        t_s, moved, ncoll = schedule_cost(plan, cost)
+        note = (f"auto: {why}, which the auto search does not cover yet; returned the normal "
+                "planner's plan (not searched, not proven optimal)")
+        search = {"status": "not searched", "optimal": False,
+                  "cost_model": getattr(cost, "name", type(cost).__name__),
+                  "time_s": float(t_s), "bytes_moved": int(moved), "collectives": int(ncoll),
+                  "lower_bound_s": None, "gap_s": None, "bound_bytes": int(plan.bound_bytes),
+                  "max_shard_bytes": int(plan.max_shard_bytes), "bound_met": bool(plan.bound_holds),
+                  "min_max_shard_bytes": None, "budget_s": float(budget_s),
+                  "elapsed_s": float(time.perf_counter() - t0), "states": 0}
+        return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
+                    tuple(plan.notes) + (note,), search=search)
     deadline = t0 + budget_s
     S0, T = _strip(src, mesh), _strip(dst, mesh)
     sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP)
@@ -833,6 +848,20 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     }
     return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
                 tuple(plan.notes) + tuple(notes), search=search)
+
+
+def _unsupported(mesh: Mesh, src: ArrayType, dst: ArrayType) -> str | None:
+    """Why the search cannot take these types (None when it can)."""
+    for what, t in (("source", src), ("target", dst)):
+        if getattr(t, "unreduced", ()):
+            return f"the {what} type {t} has pending sums"
+        for d in t.dims:
+            for a in d.axes:
+                if a not in mesh.shape:
+                    return f"the {what} type {t} uses the sub-axis {a}"
+            if d.size % math.prod(mesh.shape[a] for a in d.axes):
+                return f"the {what} type {t} has an uneven dim ({d})"
+    return None
 
 
 def _merge_permutes(steps):

@@ -1,7 +1,21 @@
-"""Synthesis-time benchmark over seeded random cases (rank <= 4, <= 4 mesh axes)."""
+"""Synthesis benchmarks over seeded random cases.
+
+* :func:`run_bench` -- synthesis time (p50, p99, max) of one or more planners on random
+  cases with up to 6 mesh axes and rank 4, and how often each stays within the memory
+  bound;
+* :func:`run_agreement` -- ``auto`` against :func:`exhaustive_min_max_shard`, an
+  exhaustive reference search over the same moves on small cases (<= 16 devices,
+  rank <= 3, the paper's precondition both true and false): bound misses (a bounded plan
+  exists but ``auto``'s exceeds the bound) and cases above the least achievable largest
+  shard must both be 0. Every ``auto`` plan is also checked element by element with the
+  interpreter.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 import random
 import time
 
@@ -11,50 +25,236 @@ from synth.mesh import Mesh
 from synth.types import ArrayType, Dim
 
 AXIS_SIZES = (1, 2, 3, 4, 5, 6, 8)
+AXIS_NAMES = ("x", "y", "z", "w", "v", "u")
 
 
-def random_case(rng: random.Random, max_axes: int = 4, max_rank: int = 4, precondition: bool = True):
+def random_case(rng: random.Random, max_axes: int = 4, max_rank: int = 4, precondition: bool = True,
+                axis_sizes=AXIS_SIZES, shapes=(1, 2, 3, 4, 6, 8, 12, 16), max_devices: int | None = None,
+                even: bool = False):
     """A random (mesh, src, dst). With ``precondition`` every dim is a multiple of
-    the product of all mesh axis sizes (the normal form's guarantee holds)."""
-    names = ["x", "y", "z", "w", "v"][: rng.randint(1, max_axes)]
-    mesh = Mesh(tuple((n, rng.choice(AXIS_SIZES)) for n in names))
+    the product of all mesh axis sizes (the normal form's guarantee holds). With
+    ``even`` both types divide every dim evenly (no padded shards)."""
+    while True:
+        names = list(AXIS_NAMES[: rng.randint(1, max_axes)])
+        mesh = Mesh(tuple((n, rng.choice(axis_sizes)) for n in names))
+        if max_devices is None or mesh.size <= max_devices:
+            break
     rank = rng.randint(1, max_rank)
     total = mesh.size
     if precondition:
         shape = [total * rng.choice((1, 2)) for _ in range(rank)]
+    elif shapes == "tight":
+        # each dim a multiple of only some axes: divisibility blocks many intermediate types
+        shape = [math.prod(s for _, s in mesh.axes if rng.random() < 0.6) * rng.choice((1, 2, 3))
+                 for _ in range(rank)]
     else:
-        shape = [rng.choice((1, 2, 3, 4, 6, 8, 12, 16)) for _ in range(rank)]
+        shape = [rng.choice(shapes) for _ in range(rank)]
 
     def rand_type():
         while True:
             dims = [[] for _ in range(rank)]
             for n in names:
-                k = rng.randint(-1, rank - 1)
+                if shapes == "tight":  # mostly fully sharded
+                    k = -1 if rng.random() < 0.15 else rng.randint(0, rank - 1)
+                else:
+                    k = rng.randint(-1, rank - 1)
                 if k >= 0:
                     dims[k].append(n)
             for d in dims:
                 rng.shuffle(d)
             t = ArrayType(tuple(Dim(s, tuple(a)) for s, a in zip(shape, dims)))
-            if t.is_valid(mesh):
+            if t.is_valid(mesh) and (not even or _is_even(t, mesh)):
                 return t
 
     return mesh, rand_type(), rand_type()
 
 
-def run_bench(cases: int = 2000, seed: int = 0, planner: str = "normal") -> dict:
+def _is_even(t, mesh) -> bool:
+    return all(d.size % math.prod(mesh.shape[a] for a in d.axes) == 0 for d in t.dims)
+
+
+def bench_cases(cases: int, seed: int, max_axes: int = 6, max_rank: int = 4):
+    """The benchmark's cases: half with the paper's precondition, half without."""
+    rng = random.Random(seed)
+    return [random_case(rng, max_axes, max_rank, precondition=bool(i % 2)) for i in range(cases)]
+
+
+def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max_axes: int = 6,
+              max_rank: int = 4, budget_ms: float | None = None) -> dict:
+    """Synthesis time per planner over the same seeded cases, measured side by side."""
     from synth.planners import synthesize
 
-    rng = random.Random(seed)
-    inputs = [random_case(rng) for _ in range(cases)]
-    synthesize(*inputs[0], planner=planner)  # warm imports
-    times = []
+    if isinstance(planners, str):
+        planners = (planners,)
+    inputs = bench_cases(cases, seed, max_axes, max_rank)
+    for p in planners:
+        synthesize(*inputs[0], planner=p)  # warm imports
+    times = {p: [] for p in planners}
+    within = {p: 0 for p in planners}
+    optimal = 0
     for mesh, src, dst in inputs:
-        t0 = time.perf_counter()
-        synthesize(mesh, src, dst, planner=planner)
-        times.append(time.perf_counter() - t0)
-    ms = np.array(times) * 1e3
-    return {
-        "cases": cases, "seed": seed, "planner": planner,
-        "median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
-        "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
-    }
+        for p in planners:
+            kw = {"budget_ms": budget_ms} if (p == "auto" and budget_ms is not None) else {}
+            t0 = time.perf_counter()
+            plan = synthesize(mesh, src, dst, planner=p, **kw)
+            times[p].append(time.perf_counter() - t0)
+            within[p] += plan.bound_holds
+            if p == "auto" and plan.search and plan.search.get("optimal"):
+                optimal += 1
+    out = {"cases": cases, "seed": seed, "max_axes": max_axes, "max_rank": max_rank,
+           "budget_ms": budget_ms, "planners": {}}
+    for p in planners:
+        ms = np.array(times[p]) * 1e3
+        out["planners"][p] = {
+            "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
+            "within_bound": int(within[p]),
+        }
+    if "auto" in planners:
+        out["planners"]["auto"]["proven_optimal"] = optimal
+    return out
+
+
+# -- the exhaustive reference -------------------------------------------------------------
+def _all_types(names, sizes, shape):
+    """Every valid type (tuple of axis tuples per dim) over mesh axes ``names``."""
+    rank = len(shape)
+    out = []
+    for assign in itertools.product(range(-1, rank), repeat=len(names)):
+        per = [[n for n, k in zip(names, assign) if k == i] for i in range(rank)]
+        if any(shape[i] % math.prod(sizes[a] for a in per[i]) for i in range(rank)):
+            continue
+        for orders in itertools.product(*(itertools.permutations(p) for p in per)):
+            out.append(tuple(orders))
+    return out
+
+
+def exhaustive_min_max_shard(mesh: Mesh, src: ArrayType, dst: ArrayType, max_fused: int | None = None) -> int:
+    """The least largest shard (elements) of any plan from ``src`` to ``dst``, by a
+    minimax search over every type and every move: DynSlice, AllGather and AllToAll of
+    any minor-most suffix (one fused group of at most ``max_fused`` devices), and an
+    AllPermute to any valid type with the same local shape. Size-1 axes are dropped
+    (they hold no data). Written independently of :mod:`synth.auto`, for checking it."""
+    from synth.planners import MAX_FUSED_GROUP
+
+    max_fused = MAX_FUSED_GROUP if max_fused is None else max_fused
+    sizes = {a: s for a, s in mesh.axes if s > 1}
+    names = tuple(sizes)
+    shape = src.shape
+    total = math.prod(shape)
+
+    def strip(t):
+        return tuple(tuple(a for a in d.axes if a in sizes) for d in t.dims)
+
+    def split(S):
+        return tuple(math.prod(sizes[a] for a in axes) for axes in S)
+
+    def shard(S):
+        return total // math.prod(split(S))
+
+    types = _all_types(names, sizes, shape)
+    by_local = {}
+    for S in types:
+        by_local.setdefault(split(S), []).append(S)
+    S0, T = strip(src), strip(dst)
+
+    def succ(S):
+        sp = split(S)
+        used = {a for axes in S for a in axes}
+        for i, axes in enumerate(S):
+            for a in names:
+                if a not in used and (shape[i] // sp[i]) % sizes[a] == 0:
+                    yield S[:i] + (axes + (a,),) + S[i + 1:]
+            for k in range(1, len(axes) + 1):
+                suf = axes[len(axes) - k:]
+                n = math.prod(sizes[a] for a in suf)
+                if k > 1 and n > max_fused:
+                    break
+                rest = axes[: len(axes) - k]
+                yield S[:i] + (rest,) + S[i + 1:]
+                for j in range(len(S)):
+                    if j != i and (shape[j] // sp[j]) % n == 0:
+                        S2 = list(S)
+                        S2[i] = rest
+                        S2[j] = S[j] + suf
+                        yield tuple(S2)
+        yield from by_local[sp]
+
+    best = {S0: shard(S0)}
+    heap = [(shard(S0), S0)]
+    done = set()
+    while heap:
+        b, S = heapq.heappop(heap)
+        if S in done:
+            continue
+        if S == T:
+            return b
+        done.add(S)
+        for S2 in succ(S):
+            b2 = max(b, shard(S2))
+            if best.get(S2, total + 1) > b2:
+                best[S2] = b2
+                heapq.heappush(heap, (b2, S2))
+    raise AssertionError(f"exhaustive search: {dst} unreachable from {src} on {mesh}")
+
+
+def agreement_cases(cases: int, seed: int):
+    """Seeded cases for the exhaustive check, rank <= 3: half small (<= 16 devices, axes of
+    2-4; the paper's precondition true for a quarter of all cases, random dim sizes for
+    another quarter), half "tight" on up to 4 axes of 2-8 (<= 512 devices, each dim a
+    multiple of only some axes, mostly fully sharded types): where bounded plans can fail
+    to exist. The exhaustive search enumerates types, not devices, so it stays cheap."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(cases):
+        k = i % 4
+        if k == 0:
+            c = random_case(rng, max_axes=4, max_rank=3, precondition=True, axis_sizes=(2, 3, 4),
+                            max_devices=16, even=True)
+        elif k == 1:
+            c = random_case(rng, max_axes=4, max_rank=3, precondition=False, axis_sizes=(2, 3, 4),
+                            max_devices=16, even=True, shapes=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48))
+        else:
+            c = random_case(rng, max_axes=4, max_rank=3, precondition=False, axis_sizes=(2, 3, 4, 6, 8),
+                            max_devices=512, even=True, shapes="tight")
+        out.append(c)
+    return out
+
+
+def check_plan_exact(plan) -> None:
+    """Run the plan in the interpreter on ``arange`` and compare every device's final block
+    with the target's, element by element (raises on any difference)."""
+    from synth.interp import check_blocks, interpret
+
+    x = np.arange(plan.src.num_elems(), dtype=np.int64).reshape(plan.src.shape)
+    blocks = interpret(plan.steps, plan.src, plan.mesh, x)
+    check_blocks(x, blocks, plan.dst, plan.mesh, "end of plan")
+
+
+def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = None) -> dict:
+    """``auto`` against the exhaustive reference on :func:`agreement_cases`."""
+    from synth.planners import synthesize
+
+    out = {"cases": cases, "seed": seed, "bounded_exists": 0, "bound_misses": 0,
+           "above_min_max_shard": 0, "auto_optimal": 0, "checked_exactly": 0,
+           "precondition_true": 0, "precondition_false": 0, "examples": []}
+    for mesh, src, dst in agreement_cases(cases, seed):
+        pre = all(s % mesh.size == 0 for s in src.shape)
+        out["precondition_true" if pre else "precondition_false"] += 1
+        kw = {} if budget_ms is None else {"budget_ms": budget_ms}
+        plan = synthesize(mesh, src, dst, planner="auto", **kw)
+        check_plan_exact(plan)
+        out["checked_exactly"] += 1
+        m = exhaustive_min_max_shard(mesh, src, dst) * plan.itemsize
+        bounded = m <= plan.bound_bytes
+        out["bounded_exists"] += bounded
+        miss = bounded and plan.max_shard_bytes > plan.bound_bytes
+        above = plan.max_shard_bytes > m
+        out["bound_misses"] += miss
+        out["above_min_max_shard"] += above
+        out["auto_optimal"] += bool(plan.search and plan.search.get("optimal"))
+        if (miss or above) and len(out["examples"]) < 5:
+            out["examples"].append({"mesh": str(mesh), "src": str(src), "dst": str(dst),
+                                    "auto_max_shard_bytes": plan.max_shard_bytes,
+                                    "min_max_shard_bytes": m})
+    return out
