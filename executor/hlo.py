@@ -13,6 +13,8 @@ Understood:
   ``[2,4]<=[8]`` / ``[4,2]<=[2,2,2]T(1,0,2)``, and as a mesh
   ``mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'b'}``; ``{}`` means one group of all;
 * ``source_target_pairs={{0,1},{1,0}}``;
+* TPU's fused reduce-scatter, a fusion that all-reduces and keeps its own dynamic slice
+  (``calls=%all-reduce-scatter``), is one ``reduce_scatter``;
 * local work: a ``dynamic-slice`` (alone or fused) becomes ``dyn_slice``; other
   data-moving local ops (``copy``, ``transpose``, ``slice``, ``concatenate`` and the
   fusions made of them) become ``copy``.
@@ -372,6 +374,29 @@ def _collective_op(instr: Instr, base: str, table: dict[str, Instr], num_devices
     return ScheduleOp(kind, in_b, in_b, send_bytes=moved, recv_bytes=moved, groups=groups, label=label)
 
 
+def _all_reduce_scatter(comps, instr: Instr, num_devices) -> ScheduleOp | None:
+    """TPU's fused reduce-scatter: a fusion whose computation all-reduces its input and
+    returns this device's dynamic slice of the sum (XLA's TPU compiler prints it as
+    ``fusion(...), kind=kCustom, calls=%all-reduce-scatter``, and runs it as one
+    reduce-scatter). ``None`` for any other fusion."""
+    for c in _called(instr):
+        comp = comps.get(c)
+        if comp is None:
+            continue
+        ars = [i for i in comp.instrs if _base_opcode(i.opcode) == "all-reduce"]
+        root = next((i for i in comp.instrs if i.root), None)
+        if len(ars) != 1 or root is None or root.opcode != "dynamic-slice" or root.operands[:1] != [ars[0].name]:
+            continue
+        ar = ars[0]
+        in_b = _operand_bytes(ar, comp.by_name) or shape_bytes(ar.shape)
+        groups = parse_replica_groups(ar.attrs, num_devices)
+        n = max((len(g) for g in groups), default=1)
+        moved = in_b * (n - 1) // n
+        return ScheduleOp("reduce_scatter", in_b, shape_bytes(instr.shape), send_bytes=moved, recv_bytes=moved,
+                          groups=groups, label=f"fusion %{instr.name} (all-reduce-scatter)")
+    return None
+
+
 def _walk(comps, comp: Computation, num_devices, out: list, depth=0):
     if depth > 16:
         return
@@ -390,6 +415,10 @@ def _walk(comps, comp: Computation, num_devices, out: list, depth=0):
                     _walk(comps, comps[c], num_devices, out, depth + 1)
             continue
         if op == "fusion":
+            rs = _all_reduce_scatter(comps, instr, num_devices)
+            if rs is not None:
+                out.append((rs, instr))
+                continue
             inner = set()
             for c in _called(instr):
                 inner |= _comp_opcodes(comps, c)

@@ -347,17 +347,17 @@ def _size_hint(t: Target, n: int) -> str:
     return f"e.g. {t.profile}:{'x'.join(str(d) for d in sorted(dims, reverse=True))}"
 
 
-def tpu_mesh(target, mesh, placement=None):
+def tpu_mesh(target, mesh, placement=None, work=None):
     """A ``jax.sharding.Mesh`` of ``mesh``'s shape over the slice: device ``d`` (row-major
-    over the mesh, synth's id) on the chip the simulator's placement gives it."""
-    from jax.sharding import Mesh as JMesh
+    over the mesh, synth's id) on the chip the simulator's placement gives it.
+
+    ``work`` is ``mesh`` refined into the sub-axes a type uses (``synth.types.refine``);
+    refining keeps the row-major device order, so the same devices are laid over it."""
+    from executor.run import jax_mesh
 
     chips = placement_chips(target, mesh, placement)
     devs = chip_devices(target)
-    arr = np.empty(mesh.size, dtype=object)
-    for d, c in enumerate(chips):
-        arr[d] = devs[c]
-    return JMesh(arr.reshape(mesh.sizes), mesh.names)
+    return jax_mesh(work if work is not None else mesh, devices=[devs[c] for c in chips])
 
 
 # -- compiling ---------------------------------------------------------------------------
@@ -393,13 +393,14 @@ class TpuCompiled:
                 "compile_s": self.compile_s}
 
 
-def _abstract_input(jmesh, src, dtype):
+def _abstract_input(jmesh, src, dtype, work):
+    """The physical input (padded, stacked partial sums) as an abstract array on ``jmesh``."""
     import jax
     import jax.numpy as jnp
 
-    from executor.run import named_sharding
+    from executor.run import Layout, named_sharding
 
-    return jax.ShapeDtypeStruct(src.shape, jnp.dtype(dtype), sharding=named_sharding(jmesh, src))
+    return jax.ShapeDtypeStruct(Layout(src, work).shape, jnp.dtype(dtype), sharding=named_sharding(jmesh, src))
 
 
 def _finish(strategy, t, compiled, log, mesh, src, dst, itemsize, compile_s) -> TpuCompiled:
@@ -425,16 +426,24 @@ def _dtype(dtype, itemsize):
 def compile_xla(target, mesh, src, dst, partitioner: str = "shardy", *, dtype: str | None = None,
                 itemsize: int | None = None, placement=None) -> TpuCompiled:
     """XLA's resharding ``jax.jit(identity, out_shardings=dst)`` compiled for the slice."""
-    from executor.run import PARTITIONERS, compile_identity, named_sharding
+    from executor.run import PARTITIONERS, Layout, compile_identity, compile_reduction, named_sharding
+    from synth.types import refine
 
     if partitioner not in PARTITIONERS:
         raise ExecutorError(f"partitioner {partitioner!r}: use one of {list(PARTITIONERS)}")
     t = target_of(target)
     dtype, itemsize = _dtype(dtype, itemsize)
-    jmesh = tpu_mesh(t, mesh, placement)
-    x = _abstract_input(jmesh, src, dtype)
+    # pending sums, uneven dims and sub-axes: the physical arrays on the refined mesh,
+    # reduced by XLA as executor.xla_reshard does
+    work, (src_w, dst_w) = refine(mesh, [src.check(mesh), dst.check(mesh)])
+    jmesh = tpu_mesh(t, mesh, placement, work)
+    dst_s = named_sharding(jmesh, dst_w)
+    x = _abstract_input(jmesh, src_w, dtype, work)
     t0 = time.perf_counter()
-    compiled, log = compile_identity(x, named_sharding(jmesh, dst), partitioner)
+    if Layout(src_w, work).plain and Layout(dst_w, work).plain:
+        compiled, log = compile_identity(x, dst_s, partitioner)
+    else:
+        compiled, log = compile_reduction(x, src_w, dst_w, work, dst_s, partitioner)
     return _finish(f"xla-{partitioner}", t, compiled, log, mesh, src, dst, itemsize, time.perf_counter() - t0)
 
 
@@ -448,12 +457,13 @@ def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> T
 
     t = target_of(target)
     dtype, itemsize = _dtype(dtype, None if dtype else plan.itemsize)
-    mesh = plan.mesh
-    jmesh = tpu_mesh(t, mesh, placement)
-    src_s, dst_s = named_sharding(jmesh, plan.src), named_sharding(jmesh, plan.dst)
+    mesh, work = plan.mesh, plan.work_mesh  # work: refined into the sub-axes the plan uses
+    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
+    jmesh = tpu_mesh(t, mesh, placement, work)
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
     fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec, out_specs=dst_s.spec,
                                check_vma=False), out_shardings=dst_s)
-    x = _abstract_input(jmesh, plan.src, dtype)
+    x = _abstract_input(jmesh, src_w, dtype, work)
     t0 = time.perf_counter()
     with capture_fd2() as cap:
         compiled = fn.lower(x).compile()

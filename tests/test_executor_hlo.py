@@ -156,6 +156,46 @@ def test_tpu_style_async_wrappers_fusions_and_cross_process_groups():
     assert not s.meta["full_remat"]
 
 
+TPU_ALL_REDUCE_SCATTER = """HloModule ars, is_scheduled=true, num_partitions=8
+
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[]{:T(128)} parameter(1)
+  %b = f32[]{:T(128)} parameter(0)
+  ROOT %s = f32[]{:T(128)} add(%b, %a)
+}
+
+%all-reduce-scatter (input: f32[256,4096]) -> f32[256,2048] {
+  %input = f32[256,4096]{1,0:T(8,128)} parameter(0)
+  %all-reduce.1 = f32[256,4096]{1,0:T(8,128)} all-reduce(%input), channel_id=1, replica_groups={{0,1},{2,3},{4,5},{6,7}}, use_global_device_ids=true, to_apply=%sum
+  %c0 = u32[] constant(0)
+  %table = u32[8]{0:T(128)} constant({0, 1, 0, 1, 0, 1, 0, 1})
+  %pid = u32[] partition-id()
+  %ds = u32[1]{0:T(128)} dynamic-slice(%table, %pid), dynamic_slice_sizes={1}
+  %idx = u32[]{:T(128)} bitcast(%ds)
+  %c1 = u32[] constant(2048)
+  %off = u32[]{:T(128)} multiply(%idx, %c1)
+  ROOT %dynamic-slice.6 = f32[256,2048]{1,0:T(8,128)} dynamic-slice(%all-reduce.1, %c0, %off), dynamic_slice_sizes={256,2048}
+}
+
+ENTRY %main.0_spmd (param: f32[1,256,4096]) -> f32[256,2048] {
+  %param = f32[1,256,4096]{2,1,0:T(8,128)} parameter(0), sharding={devices=[2,4,1]<=[4,2]T(1,0)}
+  %bitcast.3 = f32[256,4096]{1,0:T(8,128)} bitcast(%param)
+  ROOT %fusion = f32[256,2048]{1,0:T(8,128)} fusion(%bitcast.3), kind=kCustom, calls=%all-reduce-scatter
+}
+"""
+
+
+def test_tpu_fused_all_reduce_scatter_is_one_reduce_scatter():
+    """What XLA's TPU compiler makes of a pending sum reduced into a sharded target:
+    an all-reduce and a dynamic slice fused into one kCustom fusion, run as a
+    reduce-scatter. The reader reports it as that, not as an all-reduce plus a slice."""
+    s = hlo_to_schedule(TPU_ALL_REDUCE_SCATTER)
+    assert [o.kind for o in s.ops] == ["reduce_scatter"]
+    rs = s.ops[0]
+    assert rs.groups == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert (rs.in_bytes, rs.out_bytes, rs.send_bytes, rs.recv_bytes) == (4 << 20, 2 << 20, 2 << 20, 2 << 20)
+
+
 # -- modules compiled here ----------------------------------------------------------
 jax = pytest.importorskip("jax")
 

@@ -284,3 +284,30 @@ def test_tpu_memory_counts():
     s1, s2 = backends.tpu_memory_summary(fake)
     assert (s1["ours_le_xla"], s1["ours_lt_xla"], s1["xla_oom"], s1["xla_remat"]) == (1, 1, 1, 1)
     assert (s2["ours_le_xla"], s2["ours_lt_xla"], s2["xla_oom"]) == (0, 0, 0)
+
+
+# -- the new types: pending sums, sub-axes, uneven dims ---------------------------------------
+NEW_TYPES = [
+    ("x=4,y=2", "[1024{x}, 4096]{U:y}", "[1024{x}, 4096{y}]", "reduce_scatter"),
+    ("x=4,y=2", "[1024{x}, 4096]{U:y}", "[1024{x}, 4096]", "all_reduce"),
+    ("x=8", "[1024{x:(1)2}, 4096{x:(2)4}]", "[1024{x}, 4096]", "all_to_all"),
+    ("x=8", "[50257{x}, 1024]", "[50257, 1024{x}]", "all_to_all"),
+]
+
+
+@pytest.mark.parametrize("mesh,src,dst,kind", NEW_TYPES)
+def test_new_types_compile_for_tpu(mesh, src, dst, kind):
+    """Pending sums, sub-axes and uneven dims compile for the slice: our program's
+    collectives are its own schedule's, and XLA's reshard (which reduces the stacked
+    partial sums as executor.xla_reshard does) reads back as the same kind of collective,
+    including TPU's fused all-reduce-scatter."""
+    mesh, src = Mesh.parse(mesh), parse_type(src)
+    dst = parse_type(dst, src.shape)
+    plan = synthesize(mesh, src, dst)
+    ours = tpu.compile_plan("tpu-v5p:2x2x2", plan)
+    assert _comm(ours.schedule) == _comm(plan.to_schedule())
+    assert [o.kind for o in plan.to_schedule().ops if not o.is_local] == [kind]
+    for part in ("shardy", "gspmd"):
+        x = tpu.compile_xla("tpu-v5p:2x2x2", mesh, src, dst, part)
+        assert [o.kind for o in x.schedule.ops if not o.is_local] == [kind]
+        assert not x.full_remat
