@@ -261,7 +261,11 @@ class HardwareProfile:
         """A new profile whose link/NIC/bus bandwidths are multiplied by
         ``bandwidth_scale`` and whose per-hop latencies and launch overheads are
         multiplied by ``latency_scale`` (HBM bandwidth is left alone)."""
-        if not (bandwidth_scale > 0) or not (latency_scale >= 0):
+        def _num(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        if not (_num(bandwidth_scale) and _num(latency_scale)) or not (bandwidth_scale > 0) \
+                or not (latency_scale >= 0):
             raise ProfileError(
                 f"with_scale: bandwidth_scale must be > 0 and latency_scale >= 0, got "
                 f"{bandwidth_scale}, {latency_scale}")

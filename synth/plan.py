@@ -224,11 +224,22 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
-        mesh = Mesh.of(dict(d["mesh"]))
-        src = ArrayType.parse(d["src"]).check(mesh, "plan source")
-        dst = ArrayType.parse(d["dst"]).check(mesh, "plan target")
-        steps = [collective_from_dict(s) for s in d["steps"]]
-        return cls.build(mesh, src, dst, steps, int(d.get("itemsize", 4)), d.get("planner", "normal"))
+        if not isinstance(d, dict):
+            raise PlanError(f"Plan.from_dict: expected an object with mesh, src, dst and steps, got "
+                            f"{type(d).__name__}")
+        try:
+            mesh = Mesh.of(dict(d["mesh"]))
+            src = ArrayType.parse(d["src"]).check(mesh, "plan source")
+            dst = ArrayType.parse(d["dst"]).check(mesh, "plan target")
+            steps = [collective_from_dict(s) for s in d["steps"]]
+            from synth.limits import check_itemsize
+
+            itemsize = check_itemsize(d.get("itemsize", 4), "Plan.from_dict: itemsize")
+        except KeyError as e:
+            raise PlanError(f"Plan.from_dict: missing field {e.args[0]!r}") from None
+        except (TypeError, AttributeError) as e:
+            raise PlanError(f"Plan.from_dict: malformed plan ({e})") from None
+        return cls.build(mesh, src, dst, steps, itemsize, d.get("planner", "normal"))
 
     def rows(self) -> list[dict]:
         """One row per step (step 0 is the source): for tables."""
