@@ -327,6 +327,12 @@ def _must(cond):
         raise AssertionError("a documented success returned the wrong value")
 
 
+def _parse_case(*args):
+    from executor.compare import parse_case
+
+    return parse_case(*args)
+
+
 def _api_cases():
     import models
     import synth
@@ -371,11 +377,22 @@ def _api_cases():
         "profile-unknown": lambda: models.load_profile("nope"),
         "profile-100000": lambda: models.load_profile("cpu-host:100000"),
         "profile-huge-torus": lambda: models.load_profile(f"tpu-v4:{BIG}x4x4"),
+        "plan-from-dict-none": lambda: synth.Plan.from_dict(None),
+        "plan-from-dict-empty": lambda: synth.Plan.from_dict({}),
+        "plan-from-dict-str": lambda: synth.Plan.from_dict("plan"),
+        "plan-from-dict-steps": lambda: synth.Plan.from_dict({"mesh": {"x": 2}, "src": "[4{x}]", "dst": "[4]",
+                                                              "steps": [{"op": "teleport"}]}),
+        "plan-from-dict-itemsize": lambda: synth.Plan.from_dict({"mesh": {"x": 2}, "src": "[4{x}]", "dst": "[4]",
+                                                                 "steps": [], "itemsize": 10**30}),
+        "with-scale-str": lambda: models.load_profile("cpu-host:8").with_scale("2"),
+        "with-scale-inf": lambda: models.load_profile("cpu-host:8").with_scale(float("inf")),
+        "parse-case-digits": lambda: _parse_case("x=8", "P('x')", "P()", "8," + "9" * 40),
+        "parse-case-exp": lambda: _parse_case("x=8", "P('x')", "P()", "1e30"),
+        "parse-case-code": lambda: _parse_case("x=8", "P(__import__('os'))", "P()", "8"),
         "synth-ok": s(),
     }
     for k, fn in out.items():
         yield k, fn, "ok" if k in API_OK else "error"
-    del synth
 
 
 API_IDS = ["mesh-of-none", "mesh-of-int", "mesh-of-float-size", "mesh-of-str-size", "mesh-of-newline",
@@ -387,7 +404,9 @@ API_IDS = ["mesh-of-none", "mesh-of-int", "mesh-of-float-size", "mesh-of-str-siz
            "synth-planner-list", "synth-itemsize-bool", "synth-itemsize-float", "synth-itemsize-str",
            "synth-itemsize-huge", "synth-itemsize-0", "synth-mesh-none", "synth-src-none", "synth-dst-int",
            "synth-shape-mismatch", "schedule-none", "schedule-list", "schedule-noops", "profile-none",
-           "profile-int", "profile-unknown", "profile-100000", "profile-huge-torus", "synth-ok"]
+           "profile-int", "profile-unknown", "profile-100000", "profile-huge-torus", "plan-from-dict-none",
+           "plan-from-dict-empty", "plan-from-dict-str", "plan-from-dict-steps", "plan-from-dict-itemsize",
+           "with-scale-str", "with-scale-inf", "parse-case-digits", "parse-case-exp", "parse-case-code", "synth-ok"]
 #: documented successes: a plain plan; a string names one axis (not one axis per letter)
 API_OK = {"synth-ok", "type-xy-axis"}
 for k in API_IDS:
