@@ -31,6 +31,13 @@ Schema (every key but ``suites``/``cases`` has a default)::
       xla_max_devices: 2048
       simulator: simpy                  # or 'analytic' (closed-form costs, no queueing)
 
+The schema is checked by pydantic v2 models (:class:`ConfigSchema` and its parts); every
+error is one line naming the field path, the value and the rule, e.g.
+``c.yaml: suites[0].random.count: must be at most 100,000 (...) (value 100000000)``.
+Machines are loaded when the config is (an unknown profile is a config error). Counts are
+capped by :mod:`synth.limits` (cases, devices, itemsize, repeats); a config may expand to
+at most 10x the cases limit rows.
+
 A *work unit* is one (case, planner, itemsize): it synthesizes or extracts one
 schedule, then simulates it on every machine x bandwidth x latency x placement, and
 yields one row for each. A row's id is the hash of its canonical JSON spec.
