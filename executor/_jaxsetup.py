@@ -48,6 +48,9 @@ def set_cpu_device_count(n: int) -> None:
     """Ask for ``n`` CPU devices. Must run before JAX's backend starts."""
     if n < 1:
         raise ExecutorError(f"--devices {n}: the device count must be at least 1")
+    from synth.limits import check_cpu_devices
+
+    check_cpu_devices(n, f"--devices {n}: CPU device count")
     flags = os.environ.get("XLA_FLAGS", "")
     flags = re.sub(rf"{_FLAG}=\d+", "", flags).strip()
     os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={n}".strip()

@@ -191,7 +191,7 @@ def _compare_target(args):
 
 
 def _codegen(args):
-    if args.out:
+    if args.out is not None:
         from synth.fileio import check_output_file
 
         check_output_file(args.out, "--out")
@@ -221,7 +221,7 @@ def _xla_schedule(args):
     from executor.fmt import fmt_bytes, table
     from executor.run import xla_reshard
 
-    if args.out:
+    if args.out is not None:
         from synth.fileio import check_output_file
 
         check_output_file(args.out, "--out")
