@@ -890,3 +890,172 @@ def check_budget(value, unit: str = "s") -> float:
             f"auto planner: the time budget ({flag}) must be a positive number of {unit}, got "
             f"{value!r}; e.g. --budget-ms 100")
     return v
+
+
+# -- free device order ----------------------------------------------------------------------
+#: Largest mesh for ``free_device_order`` (its assignment problem is n x n).
+FREE_ORDER_MAX_DEVICES = 4096
+
+
+def plan_free_order(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, cost=None,
+                    budget_s: float = DEFAULT_BUDGET_S, max_candidates: int = 6) -> Plan:
+    """``auto`` when the target may use any assignment of mesh positions to devices (for
+    example loading a checkpoint onto a fresh job).
+
+    Any type ``T*`` with the target's local shape holds the same blocks as the target,
+    on other devices; after a plan to ``T*``, relabelling the devices gives the target.
+    The candidates: the assignment of positions to devices that keeps the most source
+    data in place, found with ``scipy.optimize.linear_sum_assignment`` on the
+    ``n x n`` overlap of source and target blocks (COSTA's idea), when a type realises it;
+    and the types of the target's local shape that leave the neediest device the least to
+    receive (the target itself always among them). ``auto`` plans to each within the
+    budget; the least largest shard, then the least cost wins.
+
+    The plan ends at ``T*`` (``plan.dst``); ``plan.search["relabel"]`` holds the requested
+    target and ``device_of_position``: mesh position ``p`` of the requested target is
+    device ``device_of_position[p]``, which holds exactly that block after the plan."""
+    from synth.errors import RedistributionError
+
+    budget_s = check_budget(budget_s)
+    cost = cost if cost is not None else DefaultCost()
+    why = _unsupported(mesh, src, dst)
+    if why:
+        raise RedistributionError(f"free device order: {why}, which auto does not search yet; "
+                                  "drop --free-device-order")
+    n = mesh.size
+    if n > FREE_ORDER_MAX_DEVICES:
+        raise RedistributionError(
+            f"free device order: mesh {mesh} has {n} devices; the assignment covers at most "
+            f"{FREE_ORDER_MAX_DEVICES} (drop --free-device-order)")
+    t0 = time.perf_counter()
+    S0, T = _strip(src, mesh), _strip(dst, mesh)
+    sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, t0 + budget_s, 1 << 30)
+    members = sr.class_members(sr.splits(T))
+    dst_blocks = dst.block_indices(mesh)
+    cands = []
+    # COSTA: the relabelling that keeps the most data, if a type realises it
+    sigma = _lsa_relabel(mesh, src, dst)
+    if sigma is not None:
+        want = np.empty_like(dst_blocks)
+        want[sigma] = dst_blocks
+        for M in members[:512]:
+            if np.array_equal(sr.to_type(M).block_indices(mesh), want):
+                cands.append(M)
+                break
+    need = sorted(members, key=lambda M: (int(_need_of(mesh, src, sr.to_type(M), itemsize).max()),
+                                           M != T))
+    for M in [T] + need:
+        if M not in cands:
+            cands.append(M)
+        if len(cands) >= max_candidates:
+            break
+    best = None
+    all_optimal, tried = True, 0
+    t1 = time.perf_counter()  # the budget is the searches' (the candidates took t1 - t0)
+    for k, M in enumerate(cands):
+        left = t1 + budget_s - time.perf_counter()
+        if left <= 0:
+            break
+        target = sr.to_type(M) if M != T else dst
+        p = plan_auto(mesh, src, target, itemsize, cost=cost, budget_s=left / (len(cands) - k))
+        key = (p.max_shard_bytes, p.search["time_s"], p.search["bytes_moved"], p.search["collectives"])
+        all_optimal = all_optimal and bool(p.search.get("optimal"))
+        tried += 1
+        if best is None or key < best[0]:
+            best = (key, p)
+    if best is None:  # no time for even one candidate: plan to the target itself
+        best = (None, plan_auto(mesh, src, dst, itemsize, cost=cost, budget_s=budget_s))
+    plan = best[1]
+    reached = plan.dst.block_indices(mesh)
+    order = _match_blocks(reached, dst_blocks)
+    search = dict(plan.search)
+    search["relabel"] = {
+        "requested_dst": str(dst), "reached_dst": str(plan.dst),
+        "device_of_position": [int(d) for d in order],
+        "candidates": len(cands), "identity": bool((order == np.arange(n)).all()),
+    }
+    search["elapsed_s"] = float(time.perf_counter() - t0)
+    search["budget_s"] = float(budget_s)
+    # optimal over every relabelling only if every type of the target's local shape was
+    # searched to the end
+    proven = all_optimal and tried == len(set(cands)) and set(members) <= set(cands)
+    search["optimal"] = bool(proven)
+    if not proven:
+        search["status"] = (f"best of {tried} relabelled target(s) (of {len(members)} with the "
+                            "target's local shape)")
+        search["lower_bound_s"] = None
+        search["gap_s"] = None
+    notes = tuple(plan.notes)
+    if plan.dst != dst:
+        notes += (f"free device order: the plan ends at {plan.dst}; mesh position p of the "
+                  f"requested target {dst} is device device_of_position[p]",)
+    return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto", notes,
+                search=search)
+
+
+def _need_of(mesh, src, dst, itemsize):
+    return _need_bytes(mesh, src, dst, itemsize)
+
+
+def _lsa_relabel(mesh: Mesh, src: ArrayType, dst: ArrayType):
+    """``sigma[p]``: the device for mesh position ``p`` of ``dst`` that maximises the source
+    data kept in place (``linear_sum_assignment`` on the overlap matrix)."""
+    from scipy.optimize import linear_sum_assignment
+
+    s0, s1 = src.regions(mesh)
+    d0, d1 = dst.regions(mesh)
+    # overlap[p, d]: elements of position p's target block that device d holds already
+    lo = np.maximum(d0[:, None, :], s0[None, :, :])
+    hi = np.minimum(d1[:, None, :], s1[None, :, :])
+    overlap = np.clip(hi - lo, 0, None).prod(axis=2)
+    rows, cols = linear_sum_assignment(overlap, maximize=True)
+    sigma = np.empty(mesh.size, dtype=np.int64)
+    sigma[rows] = cols
+    return sigma
+
+
+def _match_blocks(reached, wanted):
+    """``order[p]``: a distinct device whose block under the reached type is position p's
+    target block (devices that already hold theirs keep their own position)."""
+    n = len(wanted)
+    holders: dict = {}
+    for d in range(n):
+        holders.setdefault(tuple(reached[d]), []).append(d)
+    order = np.full(n, -1, dtype=np.int64)
+    for p in range(n):  # keep devices in place first
+        if tuple(reached[p]) == tuple(wanted[p]):
+            order[p] = p
+            holders[tuple(wanted[p])].remove(p)
+    for p in range(n):
+        if order[p] < 0:
+            order[p] = holders[tuple(wanted[p])].pop()
+    return order
+
+
+def format_search(plan) -> list[str]:
+    """Text lines for what the ``auto`` search established (empty for other planners)."""
+    s = plan.search
+    if not s:
+        return []
+    us = 1e6
+    out = [f"search          {s['status']} under {s['cost_model']}; {s['states']} states in "
+           f"{s['elapsed_s'] * 1e3:.1f} ms (budget {s['budget_s'] * 1e3:g} ms)"]
+    line = f"predicted time  {s['time_s'] * us:.3g} us"
+    if s.get("lower_bound_s") is not None:
+        line += (f"; proven lower bound {s['lower_bound_s'] * us:.3g} us "
+                 f"(gap {s['gap_s'] * us:.3g} us)")
+    out.append(line)
+    if s["bound_met"]:
+        out.append("memory          within the bound max(src, dst)")
+    elif s.get("min_max_shard_bytes") is not None and s["min_max_shard_bytes"] == s["max_shard_bytes"]:
+        out.append(f"memory          NO plan stays within the bound ({s['bound_bytes']} B); "
+                   f"{s['max_shard_bytes']} B is the least largest shard any plan achieves (proven)")
+    else:
+        out.append(f"memory          bound of {s['bound_bytes']} B exceeded; not proven minimal")
+    r = s.get("relabel")
+    if r:
+        perm = r["device_of_position"]
+        shown = ",".join(map(str, perm[:32])) + (",..." if len(perm) > 32 else "")
+        out.append(f"relabel         target {r['requested_dst']} reached as {r['reached_dst']}; "
+                   f"device of mesh position p: [{shown}]")
+    return out

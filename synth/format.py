@@ -40,5 +40,9 @@ def format_plan(plan) -> str:
         f"{fmt_bytes(m['recv_lower_bound_bytes'])}",
         f"collectives     {m['num_collectives']}",
     ]
+    if getattr(plan, "search", None):
+        from synth.auto import format_search
+
+        out += format_search(plan)
     out += [f"note: {n}" for n in plan.notes]
     return "\n".join(out)

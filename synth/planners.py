@@ -497,7 +497,8 @@ PLANNERS = {"auto": _plan_auto, "easy": plan_easy, "normal": plan_normal, "searc
 
 
 def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
-               budget_s: float | None = None, budget_ms: float | None = None, cost=None) -> Plan:
+               budget_s: float | None = None, budget_ms: float | None = None, cost=None,
+               free_device_order: bool = False) -> Plan:
     """Synthesize a plan from ``src`` to ``dst`` on ``mesh``.
 
     ``mesh`` is a :class:`Mesh` or ``'x=2,y=4'``; ``src``/``dst`` are
@@ -505,7 +506,9 @@ def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
     ``planner`` is ``auto`` (default), ``normal``, ``easy`` or ``search``. For ``auto``:
     ``budget_s`` (or ``budget_ms``) is the search's time budget (default 100 ms) and
     ``cost`` its cost model (default :class:`synth.auto.DefaultCost`; a machine's is
-    ``models.plan_cost.machine_cost(machine, mesh, placement)``).
+    ``models.plan_cost.machine_cost(machine, mesh, placement)``). With
+    ``free_device_order`` (auto only) the target may use any assignment of mesh positions
+    to devices: see :func:`synth.auto.plan_free_order`.
     """
     mesh = Mesh.of(mesh)
     src = ArrayType.of(src).check(mesh, "source type")
@@ -532,6 +535,15 @@ def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
         from synth.auto import check_budget
 
         budget_s = check_budget(budget_ms, "ms") / 1e3
+    if planner != "auto" and (budget_s is not None or cost is not None or free_device_order):
+        raise RedistributionError(
+            f"synthesize: a time budget, a cost model and a free device order apply to the auto "
+            f"planner only, not to {planner!r}")
+    if free_device_order:
+        from synth.auto import DEFAULT_BUDGET_S, plan_free_order
+
+        return plan_free_order(mesh, src, dst, itemsize, cost=cost,
+                               budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s)
     if planner == "auto":
         return fn(mesh, src, dst, itemsize, budget_s=budget_s, cost=cost)
     return fn(mesh, src, dst, itemsize)
