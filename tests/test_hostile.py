@@ -86,6 +86,9 @@ for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "syntax"), ("exp", "1e30",
                   ("5000digits", DIGITS_5000, "big-number"), ("empty", "", "syntax"), ("float", "4.0", "syntax")):
     case(f"synth-plan-itemsize-{k}", cls, "synth", PLAN + ["--itemsize", v])
 case("synth-plan-planner-bogus", "syntax", "synth", PLAN + ["--planner", "bogus"])
+for k, v in (("0", "0"), ("neg", "-1"), ("inf", "inf"), ("nan", "nan"), ("abc", "abc")):
+    case(f"synth-plan-budget-ms-{k}", "silent" if k in ("0", "inf", "nan") else "syntax", "synth",
+         PLAN + ["--budget-ms", v])
 case("synth-plan-unknown-flag", "syntax", "synth", PLAN + ["--bogus"])
 case("synth-no-command", "syntax", "synth", [])
 case("synth-bad-command", "syntax", "synth", ["explode"])
@@ -164,6 +167,7 @@ for k, v in (("empty", ""), ("abc", "abc"), ("exp", "1e30"), ("unknown", "99999"
 case("sim-profiles", "success", "simulator", ["profiles", "--json"], "ok")
 case("sim-run-small", "success", "simulator", SMALL_RUN + ["--json"], "ok")
 case("sim-no-command", "syntax", "simulator", [])
+case("sim-run-engine-bogus", "syntax", "simulator", RUN + ["--engine", "bogus"])
 
 # ---- executor CLI (every case fails before JAX starts, or does not start it) ----
 CG = ["codegen", "--mesh", "x=4,y=2", "--src", "[8{y}, 16, 8{x}]", "--dst", "[8, 16{x,y}, 8]"]
@@ -198,6 +202,16 @@ for k, v in (("folder", "{tmp}"), ("missingparent", "{tmp}/no/such/s.json"), ("d
 for k, v, cls in (("1", "1", "silent"), ("0", "0", "silent"), ("10^30", BIG, "caps"), ("abc", "abc", "syntax")):
     case(f"exec-compare-repeats-{k}", cls, "executor", CMP + ["--repeats", v])
 case("exec-compare-warmup-neg", "syntax", "executor", CMP + ["--warmup", "-1"])
+for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "silent"), ("10^30", BIG, "caps"), ("abc", "abc", "syntax"),
+                  ("nondivisor", "3", "syntax")):
+    case(f"exec-compare-processes-{k}", cls, "executor", CMP + ["--processes", v])
+for k, v in (("0", "0"), ("huge", "99999999"), ("alone", "5000")):
+    case(f"exec-compare-port-{k}", "syntax", "executor", CMP + ["--port", v])
+for k, v, cls in (("unknown", "nope", "syntax"), ("empty", "", "syntax"), ("10^30", f"tpu-v4:{BIG}x4x4", "big-number"),
+                  ("too-big", "tpu-v5p:64x64x64", "caps"), ("mismatch", "tpu-v4:16x16x16", "syntax"),
+                  ("cpu", "cpu-host:8", "syntax")):
+    case(f"exec-xla-schedule-target-{k}", cls, "executor", XS + ["--target", v])
+case("exec-xla-schedule-placement-no-target", "syntax", "executor", XS + ["--placement", "x=X"])
 case("exec-compare-memory", "caps", "executor",
      ["compare", "--mesh", "x=8", "--src", "[8{x}, 4294967296]", "--dst", "[8, 4294967296{x}]"])
 for k, v, cls in (("0", "0", "silent"), ("neg", "-1", "silent"), ("exp", "1e30", "caps"), ("10^30", BIG, "caps")):
@@ -313,6 +327,9 @@ for k, v in (("missing", "{tmp}/nope"), ("file", "{tmp}/nonutf8.yaml"), ("emptyd
              ("garbagerows", "{tmp}/garbage"), ("nonutf8rows", "{tmp}/nonutf8rows"),
              ("listrows", "{tmp}/listrows")):
     case(f"exp-report-dir-{k}", "files", "experiments", ["report", v])
+for k, extra in (("engine-bogus", ["--engine", "bogus"]), ("address-local", ["--address", "foo:1"]),
+                 ("address-bad", ["--engine", "ray", "--address", "not a host"])):
+    case(f"exp-run-{k}", "syntax", "experiments", ["run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/o-e", *extra])
 case("exp-report-planner-bogus", "syntax", "experiments", ["report", "{tmp}/results", "--planner", "bogus"])
 for k, v in (("folder", "{tmp}"), ("devfull", "/dev/full"), ("proc", "/proc/x/r.html")):
     case(f"exp-report-html-{k}", "files", "experiments", ["report", "{tmp}/results", "--html", v])
