@@ -50,10 +50,20 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat,
-                      StrictInt, ValidationError, field_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from experiments.backends import PLANNERS, XLA_MAX_DEVICES, XLA_PLANNERS
 from experiments.case import Case, ExperimentError, stable_hash
@@ -199,7 +209,7 @@ def _str_or_number(v):
     return v
 
 
-_Number = Union[StrictInt, StrictFloat]
+_Number = StrictInt | StrictFloat
 _PositiveScale = Annotated[_Number, AfterValidator(_finite_positive), Field(le=1e6)]
 _Text = Annotated[str, BeforeValidator(_str_or_number), Field(max_length=10_000)]
 _Name = Annotated[str, BeforeValidator(_str_or_number), Field(min_length=1, max_length=200)]
@@ -276,12 +286,12 @@ class MachineSchema(_Strict):
 class ConfigSchema(_Strict):
     name: _Text | None = None
     description: _Text | None = None
-    suites: Annotated[list[Union[_Name, dict[_Name, SuiteParamsSchema | None]]], Field(max_length=MAX_LIST)] | None = None
+    suites: Annotated[list[_Name | dict[_Name, SuiteParamsSchema | None]], Field(max_length=MAX_LIST)] | None = None
     cases: Annotated[list[CaseSchema], Field(max_length=100_000)] | None = None
-    machines: Annotated[list[Union[Annotated[str, Field(min_length=1, max_length=1000)], MachineSchema]],
+    machines: Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)] | MachineSchema],
                         Field(max_length=MAX_LIST)] | None = None
     planners: Annotated[list[str], Field(max_length=MAX_LIST)] | None = None
-    whatif: Union[WhatIfSchema, Annotated[list[WhatIfSchema], Field(max_length=MAX_LIST)]] | None = None
+    whatif: WhatIfSchema | Annotated[list[WhatIfSchema], Field(max_length=MAX_LIST)] | None = None
     measure: MeasureSchema | None = None
     runner: RunnerSchema | None = None
 

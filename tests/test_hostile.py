@@ -307,7 +307,7 @@ CONFIGS = {
                             "suites: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]", "config-schema", "suites"),
     "yaml-deep": ("suites: " + "[" * 2000 + "]" * 2000, "yaml", None),
 }
-for k, (text, cls, match) in CONFIGS.items():
+for k, (_text, cls, match) in CONFIGS.items():
     case(f"exp-config-{k}", cls, "experiments", ["run", "{tmp}/cfg-" + k + ".yaml", "--out", "{tmp}/o-" + k],
          "error", match)
 for k, (f, cls) in {"missing": ("{tmp}/nope.yaml", "files"), "folder": ("{tmp}", "files"),
