@@ -33,6 +33,7 @@ achieved rates, so the bound never exceeds a real measurement.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -105,6 +106,11 @@ def schedule_time_s(schedule, machine, chips=None) -> dict:
 # -- lower bound ------------------------------------------------------------------------------
 #: the LP (max-concurrent-flow) bound runs when commodities x links stays below this
 LP_MAX_VARIABLES = 300_000
+#: ... and by default (``lp="auto"``) only below this size, which solves in well under a second
+LP_AUTO_VARIABLES = 12_000
+LP_METHOD = "highs-ipm"
+#: HiGHS stops after this long; the LP term is then left out (the other terms still bound)
+LP_TIME_LIMIT_S = 20.0
 #: cut bounds compare target blocks with distinct source blocks; skipped above this many pairs
 CUT_MAX_PAIRS = 20_000_000
 
@@ -128,15 +134,17 @@ def need_from_outside_bytes(mesh, src, dst, itemsize: int, members) -> float:
     u = np.unique(np.concatenate([s0[members], s1[members]], axis=1), axis=0)
     nd = s0.shape[1]
     u0, u1 = u[:, :nd], u[:, nd:]
-    t0, t1 = d0[members], d1[members]
+    # members with the same target block need the same bytes: compare each distinct one once
+    t, count = np.unique(np.concatenate([d0[members], d1[members]], axis=1), axis=0, return_counts=True)
+    t0, t1 = t[:, :nd], t[:, nd:]
     target = np.clip(t1 - t0, 0, None).prod(axis=1).astype(float)
-    have = np.zeros(len(members))
+    have = np.zeros(len(t))
     step = max(1, CUT_MAX_PAIRS // max(1, len(u)) // 4)
-    for i in range(0, len(members), step):
+    for i in range(0, len(t), step):
         a0, a1 = t0[i:i + step, None, :], t1[i:i + step, None, :]
         ov = np.clip(np.minimum(a1, u1[None]) - np.maximum(a0, u0[None]), 0, None).prod(axis=2)
         have[i:i + step] = ov.sum(axis=1)
-    return float(np.clip(target - have, 0, None).sum()) * int(itemsize)
+    return float((np.clip(target - have, 0, None) * count).sum()) * int(itemsize)
 
 
 def in_bandwidth_per_device(machine, chips) -> np.ndarray:
@@ -171,69 +179,100 @@ def _cuts(machine, chips):
 
     Switched machines: every node (its NICs' ingress; for an NVL72 rack, the rack's uplinks).
     Tori: each dimension's two halves (bisection; with wraparound two cut planes carry it)."""
+    dev_of = np.empty(machine.num_devices, dtype=np.int64)
+    dev_of[np.asarray(chips, dtype=np.int64)] = np.arange(len(chips))
+    return [(name, dev_of[np.asarray(members, dtype=np.int64)].tolist(), cap)
+            for name, members, cap in _chip_cuts(machine)]
+
+
+@lru_cache(maxsize=32)
+def _chip_cuts(machine):
     topo = machine.topology
-    g = topo.graph
-    dev_of = {c: d for d, c in enumerate(chips)}
+    bw = topo.bandwidth
     out = []
     if machine.kind == "switched" and machine.dims[0] > 1:
         gpn = machine.dims[1]
+
+        def node_of(x):
+            if isinstance(x, (int, np.integer)):
+                return int(x) // gpn
+            if x.startswith("nvswitch"):
+                return int(x[len("nvswitch"):])
+            if x.startswith("nic"):
+                return int(x[3:].split(".")[0])
+            return -1
+
+        nu = np.array([node_of(u) for u, _v in topo.links])
+        nv = np.array([node_of(v) for _u, v in topo.links])
+        into = (nv >= 0) & (nu != nv)
+        caps = np.bincount(nv[into], weights=bw[into], minlength=machine.dims[0])
         for n in range(machine.dims[0]):
-            node_chips = set(range(n * gpn, (n + 1) * gpn))
-            inside = set(node_chips) | {f"nvswitch{n}"} | {x for x in g.nodes if isinstance(x, str)
-                                                              and x.startswith(f"nic{n}.")}
-            cap = sum(d["bandwidth"] for u, v, d in g.edges(data=True) if v in inside and u not in inside)
-            out.append((f"nic_cut(node {n})", [dev_of[c] for c in sorted(node_chips)], cap))
+            out.append((f"nic_cut(node {n})", list(range(n * gpn, (n + 1) * gpn)), float(caps[n])))
     elif machine.kind == "torus":
         dims = machine.dims
         coords = np.array(np.unravel_index(np.arange(machine.num_devices), dims)).T
+        lu = np.array([u for u, _v in topo.links], dtype=np.int64)
+        lv = np.array([v for _u, v in topo.links], dtype=np.int64)
         for k, s in enumerate(dims):
             if s < 2:
                 continue
             for lo in sorted({0, s // 2}):
-                half = [c for c in range(machine.num_devices)
-                        if ((coords[c, k] - lo) % s) < s // 2]
-                if not half:
+                inside = ((coords[:, k] - lo) % s) < s // 2
+                if not inside.any():
                     continue
-                hs = set(half)
-                cap = sum(d["bandwidth"] for u, v, d in g.edges(data=True) if v in hs and u not in hs)
+                cap = float(bw[inside[lv] & ~inside[lu]].sum())
                 if cap > 0:
-                    out.append((f"bisection_{machine.dim_names[k]}", [dev_of[c] for c in half], cap))
+                    out.append((f"bisection_{machine.dim_names[k]}", np.nonzero(inside)[0].tolist(), cap))
     return out
 
 
-def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips) -> dict:
+def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="auto") -> dict:
     """Every lower-bound term (seconds) of a redistribution: ``injection``, the cuts and, for
-    small machines whose source is not replicated, ``lp`` (max-concurrent-flow)."""
+    small machines whose source is not replicated, ``lp`` (max-concurrent-flow). ``lp``:
+    ``"auto"`` (only LPs of at most ``LP_AUTO_VARIABLES`` variables), ``True`` (up to
+    ``LP_MAX_VARIABLES``: a few hundred devices, seconds to a minute), ``False``."""
     need = need_bytes_per_device(mesh, src, dst, itemsize)
     terms = {"injection": lower_bound_s(machine, need, chips)}
     P = len(chips)
     if need.sum() <= 0:
         return terms
     for name, members, cap in _cuts(machine, chips):
-        if len(members) * P > CUT_MAX_PAIRS:
-            continue
         b = need_from_outside_bytes(mesh, src, dst, itemsize, members)
         key = name.split("(")[0]
         terms[key] = max(terms.get(key, 0.0), b / cap if cap > 0 else 0.0)
-    lp = lp_bound_s(machine, mesh, src, dst, itemsize, chips)
-    if lp is not None:
-        terms["lp"] = lp
+    if lp:
+        limit = LP_AUTO_VARIABLES if lp == "auto" else LP_MAX_VARIABLES
+        v = _lp_cached(machine, str(mesh), str(src),
+                       str(dst), int(itemsize), tuple(chips), limit)
+        if v is not None:
+            terms["lp"] = v
     return terms
 
 
-def lp_bound_s(machine, mesh, src, dst, itemsize, chips) -> float | None:
+@lru_cache(maxsize=256)
+def _lp_cached(machine, mesh_s, src_s, dst_s, itemsize, chips, limit):
+    from synth import ArrayType, Mesh
+
+    return lp_bound_s(machine, Mesh.parse(mesh_s), ArrayType.parse(src_s), ArrayType.parse(dst_s), itemsize,
+                      list(chips), limit)
+
+
+def lp_bound_s(machine, mesh, src, dst, itemsize, chips, max_variables: int = LP_MAX_VARIABLES) -> float | None:
     """Max-concurrent-flow bound (scipy.optimize.linprog, HiGHS): one commodity per source
     device (its block's bytes to every device that needs them), flow conservation at every
     node, ``sum of commodities on a link <= capacity * T``; minimise ``T``. Only when every
     element has one holder (no replication or pending sums in the source) and the LP is small
     (``LP_MAX_VARIABLES``); ``None`` otherwise."""
-    if src.unreduced or any(a not in src.used_axes() for a in mesh.names if mesh.size > 1 and dict(mesh.axes)[a] > 1):
+    used = src.used_axes() if callable(src.used_axes) else src.used_axes
+    if src.unreduced or any(a not in used for a, s in mesh.axes if s > 1):
         return None
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
     topo = machine.topology
     E = len(topo.links)
+    if len(chips) * E > 4 * max_variables:
+        return None
     s0, s1 = src.regions(mesh)
     d0, d1 = dst.regions(mesh)
     ov = np.clip(np.minimum(s1[:, None, :], d1[None]) - np.maximum(s0[:, None, :], d0[None]), 0, None).prod(axis=2)
@@ -243,7 +282,7 @@ def lp_bound_s(machine, mesh, src, dst, itemsize, chips) -> float | None:
     if not len(sources):
         return 0.0
     K = len(sources)
-    if K * E > LP_MAX_VARIABLES:
+    if K * E > max_variables:
         return None
     nodes = list(topo.graph.nodes)
     nid = {v: i for i, v in enumerate(nodes)}
@@ -265,7 +304,8 @@ def lp_bound_s(machine, mesh, src, dst, itemsize, chips) -> float | None:
             b_eq[r_off + nid[chips[d]]] -= dem[sdev, d] / scale
     a_eq = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                       shape=(K * V, K * E + 1)).tocsr()
-    cap = topo.bandwidth / scale
+    t_unit = scale / float(topo.bandwidth.min())      # seconds per unit of T (keeps the LP well scaled)
+    cap = topo.bandwidth * t_unit / scale
     ur = np.repeat(np.arange(E), K)
     uc = (np.arange(K)[None, :] * E + np.arange(E)[:, None]).ravel()
     a_ub = coo_matrix((np.concatenate([np.ones(K * E), -cap]),
@@ -273,10 +313,13 @@ def lp_bound_s(machine, mesh, src, dst, itemsize, chips) -> float | None:
                       shape=(E, K * E + 1)).tocsr()
     c = np.zeros(K * E + 1)
     c[-1] = 1.0
-    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(E), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
-    if res.status != 0:
+    res = linprog(c, A_ub=a_ub, b_ub=np.zeros(E), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method=LP_METHOD,
+                  options={"time_limit": LP_TIME_LIMIT_S})
+    if res.status != 0 or res.x is None:
         return None
-    return float(res.x[-1]) * (1 - 1e-9)
+    # a feasible primal T is an upper estimate of the optimum; HiGHS's dual bound is the safe
+    # lower one when available
+    return float(res.x[-1]) * t_unit * (1 - 1e-6)   # optimum within HiGHS's tolerance
 
 
 def op_bound_terms(op, machine, chips) -> dict:
@@ -345,7 +388,7 @@ def op_bound_terms(op, machine, chips) -> dict:
     return terms
 
 
-def schedule_lower_bound(schedule, machine, chips=None, detail: bool = False):
+def schedule_lower_bound(schedule, machine, chips=None, detail: bool = False, lp="auto"):
     """The lower bound of a schedule: with ``meta`` naming its mesh, src, dst and itemsize (as
     ``Plan.to_schedule`` writes), the redistribution's bound -- the largest of the injection,
     cut and LP terms (:func:`redistribution_bound_terms`); otherwise the sum over ops of each
@@ -361,7 +404,8 @@ def schedule_lower_bound(schedule, machine, chips=None, detail: bool = False):
             mesh = Mesh.parse(meta["mesh"]) if isinstance(meta["mesh"], str) else Mesh.of(meta["mesh"])
             src, dst = ArrayType.parse(meta["src"]), ArrayType.parse(meta["dst"])
             if mesh.size == len(chips):
-                terms = redistribution_bound_terms(machine, mesh, src, dst, int(meta.get("itemsize", 4)), chips)
+                terms = redistribution_bound_terms(machine, mesh, src, dst, int(meta.get("itemsize", 4)), chips,
+                                                   lp=lp)
                 kind = max(terms, key=terms.get)
                 out = (terms[kind], kind if terms[kind] > 0 else "injection")
                 return out + (terms,) if detail else out

@@ -235,6 +235,56 @@ def _switch_link(topo, chip, up: bool):
     return None
 
 
+def _switched_flows(op, machine, topo, chips, algo, S, k):
+    """(phase with the algorithm's flows, steps inside a node, steps crossing the network,
+    rails) for all groups of ``op``; latency is filled in per protocol by the caller."""
+    n = len(op.groups[0])
+    kind = op.kind
+    ph = Phase()
+    by0 = _nodes_of(machine, chips, op.groups[0])
+    m = len(by0)
+    depth = math.ceil(math.log2(m)) if m > 1 else 0
+    R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
+    if algo == "ring":
+        steps = 0
+        for g in op.groups:
+            p1, steps, R, multi = _switched_ring(op, machine, topo, chips, g, _nodes_of(machine, chips, g), S, None)
+            ph.routes += p1.routes
+            ph.nbytes += p1.nbytes
+            ph.weights += p1.weights
+        return (ph, steps, 0, R) if m == 1 else (ph, 0, steps, R)
+    if algo == "tree":
+        for g in op.groups:
+            nodes = list(_nodes_of(machine, chips, g).values())
+            for v in nodes:  # chain through the node: reduce up, broadcast down
+                for i in range(len(v) - 1):
+                    ph.add(_route(topo, chips[v[i]], chips[v[i + 1]]), S)
+                    ph.add(_route(topo, chips[v[i + 1]], chips[v[i]]), S)
+            if len(nodes) > 1:
+                _tree_flows(ph, topo, chips, nodes, S / 2, R)
+        return ph, 2 * (k - 1), 2 * depth, R
+    if algo in ("nvls", "nvls_tree"):
+        for g in op.groups:
+            nodes = list(_nodes_of(machine, chips, g).values())
+            for d in g:
+                up, down = _switch_link(topo, chips[d], True), _switch_link(topo, chips[d], False)
+                if up is not None:
+                    ph.add((up,), S)
+                    ph.add((down,), S)
+            if len(nodes) > 1:
+                _tree_flows(ph, topo, chips, nodes, S / 2, R)
+        return ph, 2, 2 * depth, R
+    if algo == "sharp":
+        for g in op.groups:
+            for v in _nodes_of(machine, chips, g).values():
+                _ring_flows(ph, topo, chips, v, 2 * (len(v) - 1) * S / len(v))
+                for d in v:  # each GPU's shard through its NIC into the fabric and back
+                    r = _route(topo, chips[d], chips[(v[0] + k) % machine.num_devices])
+                    ph.add(r, S / len(v))
+        return ph, 2 * (k - 1), 2, R
+    return None
+
+
 def _plan_switched(op, machine, topo, chips, forced):
     """Candidates for every group (all groups of an op are the same shape) -> best plan."""
     group0 = op.groups[0]
@@ -271,78 +321,27 @@ def _plan_switched(op, machine, topo, chips, forced):
             net = R * machine.nic_bandwidth_Bps * machine.nic_efficiency / k
             node = machine.link_bandwidth_Bps * machine.links_per_chip * machine.link_efficiency
             rho = min(1.0, net / node) if node > 0 else 1.0
+        flows = _switched_flows(op, machine, topo, chips, algo, S, k)
+        if flows is None:
+            continue
+        ph, steps_in, steps_net, R = flows
+        name = f"ring x{R} rails" if algo == "ring" and m > 1 else algo
+        reduce_s = 0.0
+        if kind in ("reduce_scatter", "all_reduce") and algo not in ("nvls", "nvls_tree", "sharp"):
+            reduce_s = (n - 1) / n * S / machine.reduce_Bps
+        cap0 = capacity(machine, topo, kind, 1.0, 1.0, nvls=algo in ("nvls", "nvls_tree"))
+        xfer0 = bottleneck_time_s(ph.routes, ph.nbytes, ph.weights, cap0)
         for proto, frac, base, hop, ramps in _protocols(machine, algo, kind):
             ramp = machine.ramp(S / rho, pipe) if ramps else 1.0
-            phases = []
-            reduce_s = 0.0
-            if kind in ("reduce_scatter", "all_reduce") and algo not in ("nvls", "nvls_tree", "sharp"):
-                reduce_s = (n - 1) / n * S / machine.reduce_Bps
-            name = algo
-            if algo == "ring":
-                ph = Phase()
-                steps = 0
-                for g in op.groups:
-                    by = _nodes_of(machine, chips, g)
-                    p1, steps, R, multi = _switched_ring(op, machine, topo, chips, g, by, S, proto)
-                    ph.routes += p1.routes
-                    ph.nbytes += p1.nbytes
-                    ph.weights += p1.weights
-                if m > 1:
-                    name = f"ring x{R} rails"
-                if hop is None:
-                    ph.latency_s = steps * _step_latency(topo, lat, chips, group0)
-                else:
-                    ph.latency_s = steps * (hop + nic_lat)
-                phases.append(ph)
-            elif algo == "tree":
-                ph = Phase()
-                R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
-                for g in op.groups:
-                    nodes = list(_nodes_of(machine, chips, g).values())
-                    for v in nodes:  # chain through the node: reduce up, broadcast down
-                        for i in range(len(v) - 1):
-                            ph.add(_route(topo, chips[v[i]], chips[v[i + 1]]), S)
-                            ph.add(_route(topo, chips[v[i + 1]], chips[v[i]]), S)
-                    if len(nodes) > 1:
-                        _tree_flows(ph, topo, chips, nodes, S / 2, R)
-                depth = math.ceil(math.log2(m)) if m > 1 else 0
-                steps = 2 * (k - 1) + 2 * depth
-                hl = hop if hop is not None else machine.link_latency_s
-                ph.latency_s = 2 * (k - 1) * hl + 2 * depth * (hl + nic_lat)
-                phases.append(ph)
-            elif algo in ("nvls", "nvls_tree"):
-                ph = Phase()
-                R = max(1, min(k, machine.nics or k, machine.max_net_rings or k))
-                for g in op.groups:
-                    nodes = list(_nodes_of(machine, chips, g).values())
-                    for d in g:
-                        up, down = _switch_link(topo, chips[d], True), _switch_link(topo, chips[d], False)
-                        if up is not None:
-                            ph.add((up,), S)
-                            ph.add((down,), S)
-                    if len(nodes) > 1:
-                        _tree_flows(ph, topo, chips, nodes, S / 2, R)
-                depth = math.ceil(math.log2(m)) if m > 1 else 0
-                hl = hop if hop is not None else machine.link_latency_s
-                ph.latency_s = 2 * hl + 2 * depth * (hl + nic_lat)
-                phases.append(ph)
-            elif algo == "sharp":
-                ph = Phase()
-                for g in op.groups:
-                    for v in _nodes_of(machine, chips, g).values():
-                        _ring_flows(ph, topo, chips, v, 2 * (len(v) - 1) * S / len(v))
-                        for d in v:  # each GPU's shard through its NIC into the fabric and back
-                            r = _route(topo, chips[d], chips[(v[0] + k) % machine.num_devices])
-                            ph.add(r, S / len(v))
-                steps = 2 * (k - 1) + 2
-                hl = hop if hop is not None else machine.link_latency_s
-                ph.latency_s = steps * hl + 2 * nic_lat
-                phases.append(ph)
-            cap = capacity(machine, topo, kind, frac, ramp, nvls=algo in ("nvls", "nvls_tree"))
-            plan = CollPlan(name, proto, base, phases, cap, reduce_s, S)
-            t = plan.analytic_s()
+            if hop is None:
+                hop_in = _step_latency(topo, lat, chips, group0) if algo == "ring" else machine.link_latency_s
+                lat_s = (steps_in + steps_net) * hop_in
+            else:
+                lat_s = steps_in * hop + steps_net * (hop + nic_lat)
+            t = base + lat_s + max(xfer0 / (frac * ramp), reduce_s)
             if best is None or t < best[0]:
-                best = (t, plan)
+                phase = Phase(ph.routes, ph.nbytes, ph.weights, lat_s)
+                best = (t, CollPlan(name, proto, base, [phase], cap0 * frac * ramp, reduce_s, S))
     return best[1]
 
 

@@ -2,6 +2,8 @@
 
 * :func:`run_bench` -- simulator wall time and events/s for one ``normal`` reshard
   on TPU v4 tori of 256, 1024 and 4096 chips;
+* :func:`run_flat_bench` -- one flat collective over every device (4096 by default) on a TPU v4
+  pod and on 512 DGX H100 nodes: wall time, chosen algorithm, simulated time;
 * :func:`run_agreement` -- simulated vs analytic time on several profiles.
 """
 
@@ -59,6 +61,51 @@ def run_bench(sizes=(256, 1024, 4096), coarsen: bool = True, on_case=None) -> di
             on_case(rows[-1])
     return {"coarsen": coarsen, "target": "4096 chips in <= 10 s (wall; 'sim cpu' is this process's CPU time)",
             "cases": rows}
+
+
+#: (hardware, kind) pairs of the flat-collective benchmark, keyed by device count
+FLAT_CASES = {
+    4096: [("tpu-v4:16x16x16", "all_gather"), ("tpu-v4:16x16x16", "all_reduce"),
+           ("h100-multinode:512", "all_gather"), ("h100-multinode:512", "all_reduce")],
+    512: [("tpu-v4:8x8x8", "all_gather"), ("h100-multinode:64", "all_reduce")],
+}
+
+
+def run_flat_bench(devices: int = 4096, size_bytes: int = 1 << 30, on_case=None) -> dict:
+    """One collective over all ``devices`` at once (a flat group), per case in ``FLAT_CASES``."""
+    from models import load_profile
+    from simulator.engine import simulate
+    from synth import Schedule, ScheduleOp
+
+    if devices not in FLAT_CASES:
+        raise RedistributionError(f"bench: no flat-collective case for {devices} devices; choose from "
+                                  f"{sorted(FLAT_CASES)}")
+    rows = []
+    for hw, kind in FLAT_CASES[devices]:
+        t0 = time.perf_counter()
+        m = load_profile(hw)
+        m.topology  # noqa: B018
+        n = m.num_devices
+        S = size_bytes
+        op = ScheduleOp(kind, S // n if kind == "all_gather" else S, S, S, S, (tuple(range(n)),), label="flat")
+        t1 = time.perf_counter()
+        res = simulate(Schedule(n, (op,), f"flat {kind}"), m)
+        t2 = time.perf_counter()
+        rows.append({"hardware": m.spec, "devices": n, "kind": kind, "size_bytes": S,
+                     "algorithm": res.ops[0]["algorithm"], "topology_s": t1 - t0, "simulate_s": t2 - t1,
+                     "sim_time_s": res.time_s, "lower_bound_s": res.lower_bound_s,
+                     "lower_bound_kind": res.lower_bound_kind, "events": res.events})
+        if on_case is not None:
+            on_case(rows[-1])
+    return {"target": f"one flat collective over {devices} devices in <= 10 s (wall)", "cases": rows}
+
+
+def flat_line(c: dict) -> str:
+    from simulator.format import fmt_s
+
+    return (f"flat {c['kind']:<11} {c['hardware']:<20} {c['devices']:>5} dev  {c['algorithm']:<22} "
+            f"topology {c['topology_s']:6.2f}s  simulate {c['simulate_s']:6.2f}s  sim time {fmt_s(c['sim_time_s']):>10} "
+            f" bound {fmt_s(c['lower_bound_s']):>10} ({c['lower_bound_kind']})")
 
 
 def bench_header(coarsen: bool) -> str:

@@ -53,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "X:2 takes a factor of 2), or 'devices:3,1,0,2'")
     r.add_argument("--bandwidth-scale", type=float_arg(positive=True, maximum=1e6), default=1.0, help="multiply link bandwidths (what-if)")
     r.add_argument("--latency-scale", type=float_arg(minimum=0.0, maximum=1e6), default=1.0, help="multiply latencies and launch costs (what-if)")
-    r.add_argument("--max-chunks", type=int_arg(1, maximum=1024), default=8, help="chunks per transfer (default: 8)")
+    r.add_argument("--engine", default="flow", choices=["flow", "packet"],
+                   help="flow-level max-min model (default) or per-transfer packet replay")
+    r.add_argument("--max-chunks", type=int_arg(1, maximum=1024), default=8,
+                   help="packet engine: chunks per transfer (default: 8)")
     r.add_argument("--no-coarsen", action="store_true", help="simulate every unit, even identical ones")
     r.add_argument("--trace", default=None, help="also write the per-transfer trace to this CSV file")
     r.add_argument("--full", action="store_true", help="with --json: include every link and the trace")
@@ -67,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="time the simulator on normal reshards of 256/1024/4096-chip TPU v4 tori")
     b.add_argument("--sizes", default="256,1024,4096", help="chip counts among 64,256,512,1024,4096 (default: %(default)s)")
     b.add_argument("--no-coarsen", action="store_true", help="simulate every unit")
+    b.add_argument("--flat", type=int, default=4096, metavar="N",
+                   help="also time one flat collective over N devices (4096 or 512; 0 = skip)")
     b.add_argument("--json", action="store_true", help="print one JSON document")
 
     a = sub.add_parser("agreement", help="simulated vs analytic time on several profiles (uncontended cases)")
@@ -85,7 +90,7 @@ def _run(args):
     from models import load_profile
     from simulator.engine import simulate, simulate_plan
 
-    if args.trace:
+    if args.trace is not None:
         from synth.fileio import check_output_file
 
         check_output_file(args.trace, "--trace")
@@ -114,7 +119,7 @@ def _run(args):
         src, dst = args.src or EXAMPLE["src"], args.dst or EXAMPLE["dst"]
         plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize)
         res = simulate_plan(plan, machine, placement=args.placement, **kw)
-    if args.trace:
+    if args.trace is not None:
         from synth.fileio import atomic_writer
 
         with atomic_writer(args.trace, "--trace") as f:
@@ -182,8 +187,15 @@ def main(argv=None) -> int:
                 raise RedistributionError(
                     f"bench: no benchmark shape for {bad[0] if bad else 'an empty list of'} chips; --sizes takes "
                     f"a comma-separated list of {sorted(BENCH_SHAPES)}")
+            from simulator.bench import FLAT_CASES, flat_line, run_flat_bench
+
+            if args.flat and args.flat not in FLAT_CASES:
+                raise RedistributionError(f"bench: --flat takes one of {sorted(FLAT_CASES)} or 0, got {args.flat}")
             if args.json:
-                print(json.dumps(run_bench(sizes, coarsen=not args.no_coarsen)))
+                out = run_bench(sizes, coarsen=not args.no_coarsen)
+                if args.flat:
+                    out["flat"] = run_flat_bench(args.flat)
+                print(json.dumps(out))
             else:
                 from simulator.bench import bench_header, bench_line
 
@@ -191,6 +203,9 @@ def main(argv=None) -> int:
                 res = run_bench(sizes, coarsen=not args.no_coarsen,
                                 on_case=lambda c: print(bench_line(c), flush=True))
                 print(f"target: {res['target']}")
+                if args.flat:
+                    fr = run_flat_bench(args.flat, on_case=lambda c: print(flat_line(c), flush=True))
+                    print(f"target: {fr['target']}")
         elif args.cmd == "validate":
             from simulator.validate import DATA, print_validate, validate
 

@@ -203,7 +203,7 @@ def _packet_algorithm(plan) -> str | None:
 
 def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flow", coarsen: bool = True,
              max_chunks: int = DEFAULT_MAX_CHUNKS, min_chunk_bytes: int = DEFAULT_MIN_CHUNK_BYTES,
-             progress=None):
+             progress=None, lp_bound="auto"):
     """Replay ``schedule`` (a :class:`synth.Schedule`) on ``machine`` (a profile or a
     spec string such as ``"tpu-v4:4x4x4"``). ``mesh`` (a Mesh or string) is needed
     only for an axis-mapping ``placement``; ``placement`` is ``None`` (row-major), a
@@ -211,7 +211,9 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
 
     ``engine``: ``"flow"`` (default, flow-level max-min model) or ``"packet"`` (per-transfer
     SimPy replay; ``coarsen``, ``max_chunks`` and ``min_chunk_bytes`` apply to it).
-    ``progress``: an optional callable ``progress(done_ops, total_ops)``.
+    ``progress``: an optional callable ``progress(done_ops, total_ops)``. ``lp_bound``: whether
+    the lower bound includes the max-concurrent-flow LP (``"auto"``: small LPs only; ``True``:
+    up to a few hundred devices; ``False``).
     Returns a :class:`simulator.result.SimResult`."""
     from simulator.result import SimResult
 
@@ -314,7 +316,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
 
     mem_b = np.stack(mem_b)
     peak = mem_b.max(axis=0)
-    lb, lb_kind, lb_terms = schedule_lower_bound(schedule, machine, chips, detail=True)
+    lb, lb_kind, lb_terms = schedule_lower_bound(schedule, machine, chips, detail=True, lp=lp_bound)
     warnings = []
     if peak.max() > machine.hbm_capacity_bytes:
         warnings.append(
