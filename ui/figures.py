@@ -181,16 +181,18 @@ def layout_figure(t, mesh, title: str = "", max_text_cells: int = 256) -> go.Fig
                     marker=dict(size=4, color="rgba(0,0,0,0)"), showlegend=False)
     # padding of uneven dims: the padded grid extends beyond the array
     pad_note = []
+    pads = []
     if nr * rs > info["row_total"]:
-        shapes.append(dict(type="rect", x0=0, x1=nc * cs, y0=info["row_total"], y1=nr * rs,
-                           fillcolor="rgba(128,128,128,0.55)", line=dict(width=0), layer="above",
-                           fillpattern=dict(shape="/")))
+        pads.append((0, nc * cs, info["row_total"], nr * rs))
         pad_note.append(f"dim 0: {nr * rs - info['row_total']} padding rows")
     if info["proportional_cols"] and nc * cs > info["col_total"]:
-        shapes.append(dict(type="rect", x0=info["col_total"], x1=nc * cs, y0=0, y1=nr * rs,
-                           fillcolor="rgba(128,128,128,0.55)", line=dict(width=0), layer="above",
-                           fillpattern=dict(shape="/")))
+        pads.append((info["col_total"], nc * cs, 0, nr * rs))
         pad_note.append(f"dim 1: {nc * cs - info['col_total']} padding columns")
+    for x0, x1, y0, y1 in pads:
+        fig.add_scatter(x=[x0, x1, x1, x0, x0], y=[y0, y0, y1, y1, y0], fill="toself", mode="lines",
+                        fillcolor="rgba(110,110,110,0.55)", fillpattern=dict(shape="/"),
+                        line=dict(width=0), name="padding", showlegend=False, hoverinfo="text",
+                        hovertext="padding: part of the last shards beyond the array (never in the result)")
     sub = []
     if t.unreduced:
         sub.append(f"pending sum over {','.join(t.unreduced)}")

@@ -44,6 +44,7 @@ def main():
         st.warning(f"The simulator package is not available ({why}); this page needs it.")
         return
     sc = scenario.current()
+    share.restore("sim_placement")
     placement = st.text_input("Placement", key="sim_placement", placeholder="row-major",
                               help=PLACEMENT_HELP, on_change=share.save_page_fields)
     share.save_page_fields()

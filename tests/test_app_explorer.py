@@ -1,0 +1,577 @@
+"""AppTest and unit checks of the explorer features of issue 14 and the app safety of
+issue 12 item 7: background jobs (estimate, progress, cancel, session loss, limits),
+the Sweeps what-if chart, the aggregated timeline, layout pictures, the Chrome trace,
+nccl-tests bandwidths, shareable links, device memory, model error, the "confusing"
+fixes, and the results-root restrictions.
+
+Most cases use the small 8-device scenario (``SMALL``) so they run in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import synth  # noqa: E402
+from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
+from ui import compute, figures, jobs, scenario, work  # noqa: E402
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
+
+APP = str(ROOT / "app.py")
+SMALL_MESH, SMALL_SRC, SMALL_DST = "x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]"
+#: The small scenario with a fixed planner (the default planner is checked elsewhere).
+SMALLN = dict(SMALL, planner="normal")
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches(monkeypatch):
+    monkeypatch.setenv("APP_INLINE_S", "1e9")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _app(page=None, query=None, **values) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    if query:
+        for k, v in query.items():
+            at.query_params[k] = v
+    at.run()
+    if values:
+        _set(at, **values)
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def _ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _small_sim():
+    import simulator
+
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    return plan, simulator.simulate_plan(plan, "tpu-v4:2x2x2")
+
+
+def _wait(at, limit_s=240):
+    """Rerun until no background job panel is shown."""
+    t0 = time.monotonic()
+    while any("background process" in str(i.value) for i in at.info):
+        assert time.monotonic() - t0 < limit_s, "the background job did not finish"
+        time.sleep(0.3)
+        at.run()
+    return at
+
+
+# -- 1. background jobs ------------------------------------------------------------------
+def test_simulate_runs_in_a_worker_process_and_matches_inline(monkeypatch):
+    at = _app(**SMALLN)
+    _ok(at)
+    monkeypatch.setenv("APP_INLINE_S", "0")
+    at.switch_page("ui/pages/simulate.py").run()
+    panel = [i.value for i in at.info if "background process" in str(i.value)]
+    assert panel and "estimated about" in panel[0]
+    assert any(b.label == "Cancel" for b in at.button)
+    _wait(at)
+    _ok(at)
+    plan, res = _small_sim()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["simulated time"] == fmt_seconds(res.time_s)
+    assert metrics["lower bound"] == fmt_seconds(res.lower_bound_s)
+
+
+def test_cancel_stops_the_worker_within_two_seconds():
+    m = jobs.manager()
+    job = m.submit("test-sleep-cancel", "tests.test_app_explorer:_slow_work", (60.0,), session="local-a",
+                   slot="t", label="sleep")
+    t0 = time.monotonic()
+    while job.state != "running" or not job._proc.is_alive():
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.05)
+    while job.done < 1:  # the worker reports progress
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.05)
+    t1 = time.monotonic()
+    m.cancel("local-a", "t")
+    job._proc.join(5)
+    stopped = time.monotonic() - t1
+    assert not job._proc.is_alive()
+    assert job.state == "cancelled"
+    assert stopped < 2.0, stopped
+
+
+def test_a_job_stops_when_its_session_goes_away():
+    m = jobs.manager()
+    alive = {"s-gone": True}
+    m._session_alive = lambda s: alive.get(s, True)
+    try:
+        job = m.submit("test-sleep-gone", "tests.test_app_explorer:_slow_work", (60.0,), session="s-gone",
+                       slot="t", label="sleep")
+        t0 = time.monotonic()
+        while job.state != "running":
+            assert time.monotonic() - t0 < 30
+            time.sleep(0.05)
+        alive["s-gone"] = False
+        while job._proc.is_alive():
+            assert time.monotonic() - t0 < 30
+            time.sleep(0.05)
+        assert job.state == "cancelled"
+    finally:
+        m._session_alive = jobs._session_alive
+
+
+def test_two_sessions_share_one_job_and_one_cancel_keeps_it_running():
+    m = jobs.manager()
+    a = m.submit("test-shared", "tests.test_app_explorer:_slow_work", (60.0,), session="local-1", slot="t")
+    b = m.submit("test-shared", "tests.test_app_explorer:_slow_work", (60.0,), session="local-2", slot="t")
+    assert a is b
+    m.cancel("local-1", "t")
+    assert a.state in ("waiting", "running")
+    m.cancel("local-2", "t")
+    assert a.state == "cancelled"
+
+
+def test_worker_errors_are_one_line_and_results_come_back():
+    m = jobs.manager()
+    bad = m.submit("test-bad", "tests.test_app_explorer:_failing_work", (), session="local-e", slot="e")
+    good = m.submit("test-good", "tests.test_app_explorer:_slow_work", (0.0,), session="local-g", slot="g")
+    t0 = time.monotonic()
+    while not (bad.finished and good.finished):
+        assert time.monotonic() - t0 < 60
+        time.sleep(0.05)
+    assert bad.state == "error" and bad.error == "mesh 'q': not a mesh" and "\n" not in bad.error
+    assert good.state == "done" and good.result == {"slept": 0.0}
+    assert m.result("test-good") == {"slept": 0.0}
+
+
+def test_machines_over_the_limit_are_refused_with_one_line(monkeypatch):
+    monkeypatch.setattr(compute, "MAX_SIM_DEVICES", 4)
+    at = _app("ui/pages/simulate.py", **SMALLN)
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert "more than the app simulates (4" in msg and "\n" not in msg
+
+
+def _slow_work(seconds, progress=None):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        progress(1, 2, "sleeping")
+        time.sleep(0.05)
+    return {"slept": seconds}
+
+
+def _failing_work(progress=None):
+    raise synth.errors.RedistributionError("mesh 'q': not a mesh")
+
+
+# -- 2. Sweeps what-if chart ---------------------------------------------------------------
+def test_whatif_chart_never_joins_two_machines_and_matches_the_rows():
+    rows = []
+    for machine, base in (("tpu-v4:4x4x4", 1.0), ("dgx-h100:2", 3.0)):
+        for planner, f in (("normal", 1.0), ("easy", 2.0)):
+            for bw in (0.5, 1.0, 2.0):
+                rows.append({"status": "ok", "suite": "s", "case": "c1", "machine": machine, "planner": planner,
+                             "bandwidth_scale": bw, "latency_scale": 1.0, "time_s": base * f / bw})
+    df = pd.DataFrame(rows)
+    fig = figures.whatif_figure(df)
+    assert len(fig.data) == 4
+    for tr in fig.data:
+        g = tr.meta["group"]
+        part = df[(df["machine"] == g["machine"]) & (df["planner"] == g["planner"])].sort_values("bandwidth_scale")
+        assert list(tr.x) == list(part["bandwidth_scale"])
+        assert list(tr.y) == list(part["time_s"])
+        assert all(b < a for a, b in zip(tr.y, tr.y[1:])), "more bandwidth is never slower in these rows"
+
+
+# -- 3. timeline ---------------------------------------------------------------------------
+def test_timeline_aggregates_without_dropping_transfers():
+    _plan, res = _small_sim()
+    rows = list(res.trace_rows())
+    full = figures.timeline_figure(res)
+    assert full.layout.meta["detailed"] and full.layout.meta["transfers"] == len(rows)
+    sent = sum(len(t.x) for t in full.data if t.y[0] != "ops")
+    assert sent == len(rows)
+    agg = figures.timeline_figure(res, max_transfers=5, max_rows=2)
+    meta = agg.layout.meta
+    assert not meta["detailed"] and meta["transfers"] == len(rows) and meta["group"] == 4
+    assert f"all {len(rows)} transfers" in agg.layout.title.text and "group of 4" in agg.layout.title.text
+    counts = sum(c[1] for t in agg.data if t.y[0] != "ops" for c in t.customdata)
+    assert counts == len(rows)
+    # every bar spans its group's transfers exactly
+    for t in agg.data:
+        if t.y[0] == "ops":
+            continue
+        k = int(t.hovertemplate.split(":")[0].split()[1])
+        for label, base in zip(t.y, t.base):
+            lo = int(label.split()[1].split("-")[0])
+            starts = [r["start_s"] for r in rows if r["op"] == k and lo <= r["src"] < lo + 4]
+            div, _ = figures.time_unit(max(o["end_s"] for o in res.ops))
+            assert base == pytest.approx(min(starts) / div)
+
+
+# -- 4. layout pictures -------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["[16{y}, 32{x}]", "[16, 32{x,y}]", "[16{x}, 32]", "[16, 32, 2{y}]"])
+def test_layout_cells_match_the_blocks_devices_hold(text):
+    mesh = synth.Mesh.parse(SMALL_MESH)
+    t = synth.parse_type(text).check(mesh)
+    info = figures.layout_cells(t, mesh)
+    x = np.arange(t.num_elems()).reshape(t.shape)
+    blocks = synth.scatter(x, t, mesh)
+    seen = set()
+    for (r, c), devs in info["cells"].items():
+        first = blocks[devs[0]]
+        for d in devs:  # every holder listed for a cell holds the same block
+            assert np.array_equal(blocks[d], first)
+            seen.add(d)
+        assert first.flat[0] == x[(r * info["row_size"],) + tuple(
+            int(v) for v in np.unravel_index(0, x.shape[1:]))] or t.rank > 1
+    assert seen == set(range(mesh.size))
+    assert len(info["cells"]) == int(np.prod(t.splits(mesh)))
+
+
+def test_layout_shows_replication_padding_and_pending_sums():
+    mesh = synth.Mesh.parse(SMALL_MESH)
+    rep = synth.parse_type("[16{x}, 32]").check(mesh)
+    fig = figures.layout_figure(rep, mesh)
+    texts = [t for t in fig.data[0].text if t]
+    assert len(texts) == 2 and all(len(s.split(",")) == 4 for s in texts)
+    try:
+        uneven = synth.parse_type("[51{x}, 32]").check(mesh)
+    except synth.errors.RedistributionError:
+        pytest.skip("uneven dims are not parsed yet")
+    f2 = figures.layout_figure(uneven, mesh)
+    assert "padding" in f2.layout.title.text
+    try:
+        pend = synth.parse_type("[16{x}, 32]{U:y}").check(mesh)
+    except synth.errors.RedistributionError:
+        pytest.skip("pending sums are not parsed yet")
+    f3 = figures.layout_figure(pend, mesh)
+    assert "pending sum over y" in f3.layout.title.text
+    assert all(t.startswith("partial sums") for t in f3.data[0].text if t)
+
+
+def test_plan_page_draws_source_target_and_each_step():
+    at = _app(**SMALLN)
+    _ok(at)
+    keys = [c.proto.id for c in at.get("plotly_chart")]
+    assert keys  # the charts are there
+    labels = [s.label for s in at.select_slider]
+    assert "Step" in labels
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    step = at.select_slider(key="layout_step")
+    assert len(step.options) == len(plan.steps) + 1
+    step.set_value(step.options[-1]).run()
+    _ok(at)
+    charts = at.get("plotly_chart")
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
+    assert any(t.startswith("source " + str(plan.src)) for t in titles)
+    assert any(t.startswith("target " + str(plan.dst)) for t in titles)
+    assert any(t.startswith("after step") and str(plan.dst) in t for t in titles)
+
+
+# -- 5/6. Chrome trace and busbw -------------------------------------------------------------
+def _check_trace_matches(doc, res):
+    from simulator.chrome_trace import op_bandwidths
+
+    ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    ops = [e for e in ev if e["pid"] == 0]
+    assert [e["name"] for e in ops] == [f"op {o['index']}: {o['kind']}" for o in res.ops]
+    for e, o, bw in zip(ops, res.ops, op_bandwidths(res)):
+        assert e["ts"] == pytest.approx(o["start_s"] * 1e6) and e["dur"] == pytest.approx(o["duration_s"] * 1e6)
+        assert e["args"]["algorithm"] == (o.get("algorithm") or "local")
+        if bw["busbw_Bps"] is not None:
+            assert e["args"]["busbw_GBps"] == pytest.approx(bw["busbw_Bps"] / 1e9)
+    dev = [e for e in ev if e["pid"] == 1]
+    rows = list(res.trace_rows())
+    assert len(dev) == len(rows)
+    got = sorted((e["tid"], e["args"]["dst"], e["args"]["op"], round(e["ts"], 6), e["args"]["bytes"]) for e in dev)
+    want = sorted((r["src"], r["dst"], r["op"], round(r["start_s"] * 1e6, 6), r["bytes"]) for r in rows)
+    assert got == want
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["pid"] == 1
+             and e["name"] == "thread_name"}
+    assert set(names) == {r["src"] for r in rows}
+    links = [e for e in ev if e["pid"] == 2]
+    assert sum(e["args"]["bytes"] for e in links) == pytest.approx(float(res.link_bytes_array.sum()))
+    assert doc["otherData"]["busy_links"] == int((res.link_bytes_array > 0).sum())
+
+
+def test_cli_chrome_trace_and_json_bandwidths(tmp_path):
+    out = tmp_path / "t.json"
+    p = subprocess.run([sys.executable, "-m", "simulator", "run", "--hardware", "tpu-v4:2x2x2", "--mesh", SMALL_MESH,
+                        "--src", SMALL_SRC, "--dst", SMALL_DST, "--itemsize", "2", "--chrome-trace", str(out),
+                        "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    plan, res = _small_sim()
+    _check_trace_matches(json.loads(out.read_text()), res)
+    for o, sop in zip(d["ops"], res.schedule.ops):
+        if sop.is_local:
+            assert o["busbw_Bps"] is None
+            continue
+        n = max(len(g) for g in sop.groups) if sop.kind != "permute" else 2
+        size = {"all_gather": sop.out_bytes, "permute": sop.send_bytes}.get(sop.kind, sop.in_bytes)
+        factor = {"all_reduce": 2 * (n - 1) / n, "permute": 1.0}.get(sop.kind, (n - 1) / n)
+        assert o["group_size"] == n and o["nccl_bytes"] == size
+        assert o["algbw_Bps"] == pytest.approx(size / o["duration_s"])
+        assert o["busbw_Bps"] == pytest.approx(size / o["duration_s"] * factor)
+        assert o["link_peak_Bps"] > 0 and o["bus_peak_Bps"] >= o["link_peak_Bps"]
+
+
+def test_simulate_page_offers_the_trace_and_shows_busbw():
+    at = _app("ui/pages/simulate.py", **SMALLN)
+    _ok(at)
+    btn = [b for b in at.download_button if b.key == "sim_chrome_trace"]
+    assert btn
+    _plan, res = _small_sim()
+    view = work.simulate_view(res.schedule.to_json(), SMALL_MESH, "tpu-v4", "2x2x2")
+    _check_trace_matches(json.loads(view["chrome_trace"]), res)
+    table = [d.value for d in at.dataframe if "busbw" in d.value.columns][0]
+    for row, o in zip(table.to_dict("records"), view["ops"]):
+        assert row["busbw"] == fmt_bandwidth(o["busbw_Bps"]) and row["algbw"] == fmt_bandwidth(o["algbw_Bps"])
+    assert any("nccl-tests" in c.value for c in at.caption)
+
+
+def test_compare_shows_busbw_and_log_ticks():
+    at = _app("ui/pages/compare.py", **SMALLN)
+    _ok(at)
+    df = at.dataframe[0].value
+    assert {"its algbw", "its busbw", "bus peak"} <= set(df.columns)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    ya = spec["layout"]["yaxis"]
+    assert ya["type"] == "log" and len(ya["tickvals"]) >= 2
+    assert spec["data"][-1]["name"].startswith("lower bound")  # drawn last: in front of the bars
+
+
+# -- 7. shareable links ---------------------------------------------------------------------
+def test_a_link_reproduces_the_scenario_and_the_url_follows_edits():
+    q = dict(SMALL, dtype="float32", planner="normal", sim_placement="x=X,y=Y*Z")
+    at = _app(query=q)
+    _ok(at)
+    for k in scenario.KEYS:
+        if k in q:
+            w = at.sidebar.selectbox(key=k) if k in ("dtype", "planner", "machine_profile") else \
+                at.sidebar.text_input(key=k)
+            assert w.value == q[k], k
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=4)
+    assert list(at.dataframe[0].value["collective"]) == [r["collective"] for r in plan.rows()]
+    at.switch_page("ui/pages/simulate.py").run()
+    assert at.text_input(key="sim_placement").value == "x=X,y=Y*Z"
+    for k, v in q.items():
+        assert at.query_params[k] == [v] or at.query_params[k] == v, k
+    at.sidebar.text_input(key="dst").set_value("[16{x}, 32{y}]").run()
+    got = at.query_params["dst"]
+    assert (got[0] if isinstance(got, list) else got) == "[16{x}, 32{y}]"
+
+
+def test_the_plan_page_has_a_plan_path():
+    src = (ROOT / "app.py").read_text()
+    assert 'url_path="plan"' in src and 'visibility="hidden"' in src
+
+
+# -- 8. device memory -------------------------------------------------------------------------
+def test_out_of_memory_plan_never_gets_a_green_badge():
+    at = _app(machine_size="2x2x2", mesh="x=2,y=4", shape="2097152, 8192", src="[2097152{y}, 8192{x}]",
+              dst="[2097152, 8192{x,y}]", planner="easy")
+    errs = [e.value for e in at.error]
+    assert any(e.startswith("Out of memory") for e in errs), errs
+    largest = [m for m in at.metric if m.label == "largest shard"][0]
+    assert "within" not in (largest.proto.delta or "")
+    head = [m for m in at.metric if m.label == "HBM headroom"][0]
+    assert head.value.endswith("short")
+
+
+def test_headroom_is_capacity_minus_peak_live():
+    at = _app(**SMALLN)
+    _ok(at)
+    import models
+
+    cap = models.load_profile("tpu-v4:2x2x2").hbm_capacity_bytes
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    head = [m for m in at.metric if m.label == "HBM headroom"][0]
+    assert head.value == fmt_bytes(cap - plan.peak_live_bytes)
+
+
+# -- 9. model error and the binding term --------------------------------------------------------
+def test_simulate_shows_the_binding_term_and_model_error(monkeypatch):
+    monkeypatch.setattr(work, "model_error", lambda machine: {"mape_pct": 12.5, "n": 7})
+    at = _app("ui/pages/simulate.py", **SMALLN)
+    _ok(at)
+    _plan, res = _small_sim()
+    cap = " ".join(c.value for c in at.caption)
+    assert f"Lower bound binds on: **{res.lower_bound_kind}**" in cap
+    assert "12.5 % mean absolute error against 7 published measurements" in cap
+
+
+# -- confusing ---------------------------------------------------------------------------------
+def test_units_adapt():
+    assert fmt_bytes(0) == "0 B" and fmt_bytes(12) == "12 B" and fmt_bytes(8 * 2**20) == "8 MiB"
+    assert fmt_bytes(1907348.63 * 2**20) == "1.82 TiB"
+    assert fmt_seconds(1.8) == "1.8 s" and fmt_seconds(2.5e-7) == "250 ns" and fmt_seconds(0.0123) == "12.3 ms"
+    assert fmt_bandwidth(4.5e10) == "45 GB/s"
+
+
+def test_heatmap_starts_at_zero():
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    hm = figures.recv_heatmap(plan).data[0]
+    assert hm.zmin == 0
+
+
+def test_calibration_values_say_unbounded_and_not_identifiable(tmp_path, monkeypatch):
+    from ui.pages import calibration as _  # noqa: F401 - imported for its helpers below
+    import importlib
+
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path))
+    d = tmp_path / "cal"
+    d.mkdir()
+    (d / "two.json").write_text(json.dumps({"name": "two", "params": {
+        "link_bandwidth_Bps": {"value": 1e15}, "link_latency_s": {"value": 0.0},
+        "nic_bandwidth_Bps": {"value": 2e9}, "nic_latency_s": {"value": 5e-5}}}))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("ui/pages/calibration.py").run()
+    at.text_input(key="calib_dir").set_value(str(d)).run()
+    _ok(at)
+    frames = [x.value for x in at.dataframe]
+    params = [f for f in frames if "parameter" in f.columns][0]
+    vals = dict(zip(params["parameter"], params["value"]))
+    assert vals["link_bandwidth_Bps"].startswith("unbounded")
+    assert vals["link_latency_s"].startswith("not identifiable")
+    assert vals["nic_bandwidth_Bps"] == "2 GB/s"
+    classes = [f for f in frames if "bandwidth" in f.index][0]
+    assert any(c.startswith("nic") for c in classes.columns) and any(c.startswith("link") for c in classes.columns)
+    importlib.invalidate_caches()
+
+
+def test_gb200_on_the_default_scenario_fits_the_mesh_to_the_array():
+    at = _app()
+    at.sidebar.selectbox(key="machine_profile").set_value("gb200-nvl72").run()
+    _ok(at)
+    mesh = synth.Mesh.parse(at.sidebar.text_input(key="mesh").value)
+    assert mesh.size == 72
+
+
+def test_placement_error_suggestions_are_accepted():
+    import re
+
+    from models.placement import Placement
+
+    mesh = synth.Mesh.parse(SMALL_MESH)
+    import models
+
+    m = models.load_profile("tpu-v4:2x2x2")
+    for bad in ("x=Q", "x=X,y=", "nonsense", "x=X,y=YZ"):
+        try:
+            Placement.of(bad, mesh, m)
+            continue
+        except synth.errors.RedistributionError as e:
+            msg = str(e)
+        for sug in re.findall(r"e\.g\. '([^']+)'", msg):
+            if sug.startswith("devices:"):
+                continue
+            names = {a.split("=")[0] for a in sug.split(",")}
+            if names <= set(mesh.names):
+                Placement.of(sug, mesh, m)  # does not raise
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("src", "P('model','data'", "Source sharding"),
+    ("dst", "[16{q}, 32]", "Target sharding"),
+    ("mesh", "x=2,,y", "Mesh axes"),
+])
+def test_errors_name_the_field_not_internal_functions(field, value, needle):
+    at = _app(**SMALLN)
+    _set(at, **{field: value})
+    assert len(at.error) == 1
+    msg = at.error[0].value
+    assert msg.startswith(needle), msg
+    assert "ArrayType." not in msg and "Mesh.parse" not in msg and "from_spec" not in msg
+    if field != "mesh":
+        assert "[8192{data}, 32768{model}]" in msg and "P('data', 'model')" in msg
+
+
+def test_changing_the_shape_keeps_a_valid_source():
+    at = _app()
+    at.sidebar.text_input(key="shape").set_value("4096, 1024").run()
+    _ok(at)
+    assert at.sidebar.text_input(key="src").value == "[4096{data}, 1024{model}]"
+
+
+def test_planner_default_is_synths():
+    assert scenario.DEFAULTS["planner"] == scenario.default_planner()
+    assert compute.planners()[0] == scenario.default_planner()
+
+
+# -- app safety (issue 12 item 7) ------------------------------------------------------------
+def test_sweeps_path_outside_the_results_root_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("ui/pages/sweeps.py").run()
+    at.text_input(key="sweeps_dir").set_value(str(tmp_path / "elsewhere")).run()
+    assert len(at.error) == 1 and "only reads and writes folders under" in at.error[0].value
+    at.text_input(key="sweeps_dir").set_value("../elsewhere").run()
+    assert len(at.error) == 1 and "only reads and writes folders under" in at.error[0].value
+    with pytest.raises(synth.errors.RedistributionError):
+        compute.build_sweep_report(str(tmp_path / "elsewhere"))
+
+
+def test_default_results_root_allows_only_results_folders(monkeypatch):
+    monkeypatch.delenv("APP_RESULTS_ROOT", raising=False)
+    assert compute.check_results_path("results/x") == (ROOT / "results" / "x").resolve()
+    for bad in ("/etc", "synth", "results/../synth", "."):
+        with pytest.raises(synth.errors.RedistributionError):
+            compute.check_results_path(bad)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00bad", b"[1, 2, 3]", b"\"text\"", b"{not json", b"{\"params\": 3}"])
+def test_calibration_folder_with_hostile_files_shows_an_error(tmp_path, monkeypatch, content):
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path))
+    (tmp_path / "bad.json").write_bytes(content)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("ui/pages/calibration.py").run()
+    at.text_input(key="calib_dir").set_value(str(tmp_path)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1 and "\n" not in at.error[0].value
+
+
+def test_calibration_folder_outside_the_roots_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path / "root"))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("ui/pages/calibration.py").run()
+    at.text_input(key="calib_dir").set_value("/etc").run()
+    assert len(at.error) == 1 and "only reads" in at.error[0].value
+
+
+def test_server_config_binds_locally_and_hides_tracebacks():
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["client"]["showErrorDetails"] == "none"
+    mk = (ROOT / "Makefile").read_text()
+    assert "HOST ?= 127.0.0.1" in mk and "--server.address $(HOST)" in mk
+
+
+def test_small_plan_export_still_moves_exactly():
+    at = _app(**SMALLN)
+    doc = json.loads([c.value for c in at.code if c.language == "json"][0])
+    check_moves_exactly(synth.Plan.from_dict(doc))
