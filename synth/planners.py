@@ -67,21 +67,25 @@ from synth.types import ArrayType, Dim, refine
 #: Maximum number of states the middle search may visit before the fallback.
 SEARCH_BUDGET = 4000
 
-#: Largest combined group (product of axis sizes) that one multi-axis AllGather or
-#: AllToAll may span. Larger fused groups are split into several collectives: a direct
-#: all-to-all over n devices is n*(n-1) messages, which neither real libraries nor the
-#: simulator run as one flat exchange over thousands of devices.
+#: Largest combined group (product of axis sizes) that one multi-axis AllToAll may span.
+#: Larger fused groups are split into several collectives: a direct all-to-all over n
+#: devices is n*(n-1) messages, which real libraries do not run as one flat exchange over
+#: thousands of devices.
 MAX_FUSED_GROUP = 64
+#: AllGathers are not capped: the 64-device cap existed only to keep the old per-transfer
+#: simulator fast; the flow-level simulator replays a 4096-device gather in seconds and
+#: libraries run it as one ring / multi-axis collective (issue 9).
+MAX_FUSED_GATHER = 1 << 30
 
 
 def fused_gathers(dim: int, axes: tuple[str, ...], axis_sizes: dict[str, int]) -> list:
     """AllGathers removing ``axes`` (a suffix of ``dim``) minor-most first, each over
-    as many axes as fit in MAX_FUSED_GROUP."""
+    as many axes as fit in MAX_FUSED_GATHER."""
     out, rest = [], list(axes)
     while rest:
         group = [rest.pop()]
         n = axis_sizes[group[0]]
-        while rest and n * axis_sizes[rest[-1]] <= MAX_FUSED_GROUP:
+        while rest and n * axis_sizes[rest[-1]] <= MAX_FUSED_GATHER:
             n *= axis_sizes[rest[-1]]
             group.insert(0, rest.pop())
         out.append(AllGather(dim, tuple(group)))
