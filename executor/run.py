@@ -88,8 +88,12 @@ def make_input(t: ArrayType, dtype: str = "float32", seed: int = 0) -> np.ndarra
     integers. Distinct values make a misplaced element visible. With pending sums:
     small random integers (see :func:`physical_input`), so every sum is exact."""
     dt = _np_dtype(dtype)
+    n = t.num_elems()
+    from synth.limits import check_array_memory
+
+    # the uint64 draw, its cast, and the device copies made from it
+    check_array_memory(n, 8 + 2 * dt.itemsize, 1, f"the input array of {t}")
     rng = np.random.default_rng(seed)
-    n = int(np.prod(t.shape))
     if t.unreduced:
         return rng.integers(-_PART, _PART, size=t.shape, endpoint=True).astype(dt)
     if dt.kind == "f" or dtype == "bfloat16":
