@@ -359,6 +359,7 @@ LINK_CLASSES = {
 }
 _THETA = ("intra_process.inv_bw", "intra_process.latency_s", "inter_process.inv_bw", "inter_process.latency_s")
 _THETA0 = (1 / 5e9, 2e-6, 1 / 1e9, 5e-5)  # starting point (the cpu-cluster placeholders)
+_MIN_STEP = (1e-13, 1e-8, 1e-13, 1e-8)  # finite-difference floor: 1/(10 TB/s), 10 ns
 _COLLECTIVES = tuple(k for k in KINDS if k not in LOCAL)
 
 
@@ -397,7 +398,7 @@ class _TwoLevelFeatures:
             g = np.zeros(4)
             for j in range(4):
                 th = list(theta)
-                h = theta[j] * 0.01
+                h = max(theta[j] * 0.01, _MIN_STEP[j])  # a parameter may sit at zero
                 th[j] += h
                 g[j] = (self._t(op, th) - t0) / h
             self.cache[key] = (g, t0 - float(g @ np.asarray(theta)))

@@ -101,6 +101,22 @@ def initialize(cluster: bool = False) -> dict:
             "local_devices": len(jax.local_devices()), "devices": len(devs)}
 
 
+def quiet_native_stdout() -> None:
+    """Send what native code writes to file descriptor 1 (gloo logs every connection
+    there) to stderr, and keep Python's ``sys.stdout`` on the real stdout, so that a
+    member's stdout carries only the command's output (one JSON document with --json)."""
+    if getattr(sys.stdout, "_redist_quiet", False):
+        return
+    try:
+        sys.stdout.flush()
+        real = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no real file descriptors (embedded): leave them alone
+        return
+    sys.stdout = os.fdopen(real, "w", buffering=1)
+    sys.stdout._redist_quiet = True  # type: ignore[attr-defined]
+
+
 def process_index() -> int:
     import jax
 
@@ -210,8 +226,7 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
             time.sleep(0.1)
         outs[0].flush()
         outs[0].seek(0)
-        # gloo logs its connections on stdout; the command's own output is the rest
-        return "".join(ln for ln in outs[0].readlines() if not ln.startswith("[Gloo]"))
+        return outs[0].read()
     finally:
         for p in procs:
             if p.poll() is None:
@@ -230,10 +245,12 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
 
 def add_arguments(p) -> None:
     """``--processes``, ``--port`` and ``--cluster`` for a command that can span processes."""
-    p.add_argument("--processes", type=int, default=1,
+    from synth.limits import int_arg
+
+    p.add_argument("--processes", type=int_arg(1, "cpu_devices"), default=1,
                    help="local processes (jax.distributed, gloo over loopback), each owning "
                         "devices/processes CPU devices (default: %(default)s)")
-    p.add_argument("--port", type=int, default=None,
+    p.add_argument("--port", type=int_arg(1, maximum=65535), default=None,
                    help="coordinator port on 127.0.0.1 for --processes (default: a free one)")
     p.add_argument("--cluster", action="store_true",
                    help="this process is one of many started by a cluster launcher (srun, mpirun, a TPU "
@@ -255,6 +272,7 @@ def dispatch(args, argv, run_command):
     if n == 1 and getattr(args, "port", None) is not None and not is_member():
         raise ExecutorError("--port is for --processes N > 1")
     if is_member() or getattr(args, "cluster", False):
+        quiet_native_stdout()
         initialize(cluster=getattr(args, "cluster", False))
         out = run_command(args)
         if process_index() != 0:
