@@ -166,7 +166,6 @@ class _Searcher:
         self._tick = 0
         self._shard: dict = {}
         self._ov: dict = {}
-        self._t_starts = None
         self.bytes_lb = getattr(cost, "bytes_lower_bound_s", lambda m: 0.0)
         self._h: dict = {}
 
@@ -184,62 +183,49 @@ class _Searcher:
             v = self._shard[S] = self.total // p
         return v
 
-    def _dim_starts(self, i, axes):
-        """Per device, the first index of its block along dim i under ``axes``."""
-        idx = np.zeros(self.mesh.size, dtype=np.int64)
-        for a in axes:
-            k = self.mesh.names.index(a)
-            idx = idx * self.mesh.sizes[k] + self.mesh.coords[:, k]
-        return idx * (self.shape[i] // _prod(self.sz, axes))
-
     def _overlap(self, i, axes):
-        """Per device, the overlap along dim i of its block under ``axes`` with its target
-        block, and the largest such overlap (cached per dim and axes)."""
+        """The largest overlap, over devices, along dim i of a device's block under
+        ``axes`` with its target block (cached per dim and axes). Only the coordinates on
+        the axes of either side matter, so it is computed on their sub-grid."""
         key = (i, axes)
         v = self._ov.get(key)
         if v is None:
-            if self._t_starts is None:
-                self._t_starts = [self._dim_starts(j, self.T[j]) for j in range(self.rank)]
-            s0 = self._dim_starts(i, axes)
-            t0 = self._t_starts[i]
-            s1 = s0 + self.shape[i] // _prod(self.sz, axes)
-            t1 = t0 + self.shape[i] // _prod(self.sz, self.T[i])
-            o = np.minimum(s1, t1) - np.maximum(s0, t0)
-            np.maximum(o, 0, out=o)
-            v = self._ov[key] = (o, int(o.max()))
-        return v
+            tax = self.T[i]
+            union = tuple(dict.fromkeys(axes + tax))
+            sizes = [self.sz[a] for a in union]
+            if math.prod(sizes) > 512:  # a large sub-grid: the trivial bound, min of the blocks
+                v = self._ov[key] = min(self.shape[i] // _prod(self.sz, axes),
+                                        self.shape[i] // _prod(self.sz, tax))
+                return v
+            grid = np.indices(sizes).reshape(len(union), -1) if union else np.zeros((0, 1), np.int64)
+            pos = {a: k for k, a in enumerate(union)}
 
-    def need_bytes(self, S):
-        """Per device, the bytes of its target block that its block under S lacks."""
-        ov = None
-        for i in range(self.rank):
-            o = self._overlap(i, S[i])[0]
-            ov = o if ov is None else ov * o
-        return (self.shard(self.T) - ov) * self.itemsize
+            def starts(ax):
+                idx = np.zeros(grid.shape[1], dtype=np.int64)
+                for a in ax:
+                    idx = idx * self.sz[a] + grid[pos[a]]
+                return idx * (self.shape[i] // _prod(self.sz, ax))
+
+            s0, t0 = starts(axes), starts(tax)
+            s1 = s0 + self.shape[i] // _prod(self.sz, axes)
+            t1 = t0 + self.shape[i] // _prod(self.sz, tax)
+            o = np.minimum(s1, t1) - np.maximum(s0, t0)
+            v = self._ov[key] = max(int(o.max()), 0)
+        return v
 
     def h_cheap(self, S):
         """A cheaper admissible bound: the target block less the product of the largest
         per-dim overlaps is a lower bound on what the neediest device lacks."""
-        if self.prefix_ok(S):
-            return _ZERO
-        p = 1
-        for i in range(self.rank):
-            p *= self._overlap(i, S[i])[1]
-        m = (self.shard(self.T) - p) * self.itemsize
-        return (max(self.floor, self.bytes_lb(m)), m, 1)
-
-    def h_exact(self, S):
-        """Admissible, consistent lower bound on the cost from S to the target: the model's
-        bound for receiving what is still missing, at least one op if anything is."""
         v = self._h.get(S)
         if v is None:
             if self.prefix_ok(S):
                 v = _ZERO
             else:
-                need = self.need_bytes(S)
-                m = int(need.max())
-                t = max(self.floor, float(self.cost.plan_lower_bound_s(need)))
-                v = (t, m, 1)
+                p = 1
+                for i in range(self.rank):
+                    p *= self._overlap(i, S[i])
+                m = (self.shard(self.T) - p) * self.itemsize
+                v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[S] = v
         return v
 
@@ -329,7 +315,7 @@ class _Searcher:
                 out.append(tuple(acc))
                 return
             want = key[i]
-            for combo in _subsets_with_product(free, sz, want):
+            for combo in _subsets_with_product(free, sz, want, self.check_time):
                 rest = tuple(a for a in free if a not in combo)
                 for order in itertools.permutations(combo):
                     acc.append(order)
@@ -365,7 +351,7 @@ class _Searcher:
                     continue
                 used = {a for p in pre for a in p}
                 rest = tuple(a for a in self.names if a not in used)
-                for assign in _assign_products(rest, sz, extra):
+                for assign in _assign_products(rest, sz, extra, self.check_time):
                     out.append(tuple(p + e for p, e in zip(pre, assign)))
                 self.check_time()
         out = list(dict.fromkeys(out))
@@ -380,11 +366,13 @@ class _Searcher:
             yield from gen(self, S, cap, full)
 
 
-def _subsets_with_product(axes, sz, want):
+def _subsets_with_product(axes, sz, want, tick=None):
     """Subsets (as tuples in the given order) of ``axes`` whose sizes multiply to ``want``."""
     out = []
 
     def rec(k, p, acc):
+        if tick is not None:
+            tick()
         if p == want:
             out.append(tuple(acc))
             return
@@ -399,13 +387,15 @@ def _subsets_with_product(axes, sz, want):
     return out
 
 
-def _assign_products(rest, sz, extra):
+def _assign_products(rest, sz, extra, tick=None):
     """Assignments of ``rest`` axes to dims (or to none) so that dim i receives axes of
     product ``extra[i]``; each dim's axes in the order of ``rest``."""
     out = []
     rank = len(extra)
 
     def rec(k, rem, acc):
+        if tick is not None:
+            tick()
         if k == len(rest):
             if all(r == 1 for r in rem):
                 out.append(tuple(tuple(a) for a in acc))
@@ -548,26 +538,18 @@ def _astar(sr: _Searcher, cap: int, full: bool, upper=None):
     best_g = {start: _ZERO}
     parent = {start: None}
     heap = [(h(S0), next(counter), _ZERO, start)]
-    closed = set()
     sr.last_open_f = None
     try:
         while heap:
             f, _, g, node = heapq.heappop(heap)
-            if node in closed:
-                continue
             if upper is not None and f >= upper:
                 heap.append((f, 0, g, node))
                 break
             S, run = node
             if S == T and run == 0:
                 return _Found(_path(parent, node), g), f, True
-            hx = sr.h_exact(S)
-            f_exact = _add(g, hx)
-            if f_exact > f:
-                # the cheap bound was loose: re-queue with the exact one (lazy A*)
-                heapq.heappush(heap, (f_exact, next(counter), g, node))
-                continue
-            closed.add(node)
+            if g > best_g[node]:
+                continue  # a stale entry: the node was reached more cheaply since
             sr.expanded += 1
             sr.check_time()
             sh = sr.shard(S)
@@ -590,8 +572,6 @@ def _astar(sr: _Searcher, cap: int, full: bool, upper=None):
                     if run:
                         g2 = _add(g2, sr.local_cost(run, sh))
                     node2 = (S2, 0)
-                if node2 in closed:
-                    continue
                 old = best_g.get(node2)
                 if old is not None and old <= g2:
                     continue
@@ -699,10 +679,39 @@ def _steps_from(sr: _Searcher, moves):
     return steps
 
 
+def _default_plan_cost(plan: Plan, cost: DefaultCost) -> tuple[float, int, int]:
+    """:func:`schedule_cost` under :class:`DefaultCost` without building the device-level
+    schedule: per step, its kind, group size and shard (a permute whose types agree once
+    size-1 axes are dropped moves nothing; any other moves a whole shard)."""
+    mesh = plan.mesh
+    t = 0.0
+    moved = ncoll = 0
+    for c, a, b in zip(plan.steps, plan.all_types[:-1], plan.all_types[1:]):
+        in_b = a.shard_elems(mesh) * plan.itemsize
+        if c.kind == "dyn_slice":
+            continue
+        if c.kind == "all_permute":
+            if _strip(a, mesh) == _strip(b, mesh):
+                continue
+            recv = in_b
+        else:
+            n = math.prod(mesh.shape[x] for x in ((c.axis,) if isinstance(c.axis, str) else c.axis))
+            if n == 1:
+                continue
+            recv = (n - 1) * in_b if c.kind == "all_gather" else in_b * (n - 1) // n
+        t += cost.alpha_s + recv / cost.bandwidth_Bps
+        moved += recv
+        ncoll += 1
+    return t, moved, ncoll
+
+
 def schedule_cost(plan: Plan, cost) -> tuple[float, int, int]:
     """``(time_s, bytes moved, collectives)`` of a plan under a cost model: the model's
     time of each op of ``plan.to_schedule()``, summed; the received bytes of the
     most-receiving device per step, summed; the communicating steps."""
+    if isinstance(cost, DefaultCost) and all(
+            c.kind in ("dyn_slice", "all_gather", "all_to_all", "all_permute") for c in plan.steps):
+        return _default_plan_cost(plan, cost)
     sched = plan.to_schedule()
     t = sum(float(cost.op_time_s(op)) for op in sched.ops)
     return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
@@ -720,7 +729,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     memory cap costs less), ``gap_s``, ``bound_bytes``, ``max_shard_bytes``,
     ``bound_met``, ``min_max_shard_bytes`` (the proven least largest shard of any plan,
     or None when not established), ``budget_s``, ``elapsed_s``, ``states``."""
-    from synth.planners import MAX_FUSED_GROUP, plan_easy, plan_normal
+    from synth.planners import MAX_FUSED_GROUP, plan_normal
 
     t0 = time.perf_counter()
     cost = cost if cost is not None else DefaultCost()
@@ -740,15 +749,18 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
                   "elapsed_s": float(time.perf_counter() - t0), "states": 0}
         return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
                     tuple(plan.notes) + (note,), search=search)
-    deadline = t0 + budget_s
+    # the search stops at 90% of the budget: the rest builds and checks the plan
+    deadline = t0 + 0.9 * budget_s
     S0, T = _strip(src, mesh), _strip(dst, mesh)
     sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP)
     bound_elems = max(sr.shard(S0), sr.shard(T))
     itemsize_b = itemsize
     sr.last_full = False
     sr.last_open_f = None
-    need = _need_bytes(mesh, src, dst, itemsize)
-    lb0 = float(cost.plan_lower_bound_s(need))
+    if mesh.size <= 4096:  # what each device lacks, exactly
+        lb0 = float(cost.plan_lower_bound_s(_need_bytes(mesh, src, dst, itemsize)))
+    else:  # per-dim bound, independent of the device count
+        lb0 = float(sr.h_cheap(S0)[0])
     notes = []
     cap = bound_elems
     min_max_shard = None    # proven least largest shard (elements)
@@ -760,6 +772,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
         found, _, _ = _astar(sr, cap, full=False)
         if found is not None:
             state["found"] = found
+            if found.cost[0] <= lb0 * (1 + 1e-12) and (found.cost[2] <= 1 or lb0 == 0):
+                return found  # it costs the lower bound: nothing can be cheaper
             better, _, _ = _astar(sr, cap, full=True, upper=found.cost)
             return better if better is not None else found
         found, _, _ = _astar(sr, cap, full=True)
@@ -794,14 +808,16 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
             full_steps.append(AllPermute(dst))
         full_steps = _merge_permutes(full_steps)
         plan = Plan.build(mesh, src, dst, full_steps, itemsize, "auto")
+        # the search's cost is the schedule's: the same ops, consecutive slices fused, and
+        # the size-1-axis relabellings at either end move nothing
+        t_s, moved, ncoll = found.cost
     else:
-        cands = [plan_normal(mesh, src, dst, itemsize), plan_easy(mesh, src, dst, itemsize)]
-        plan = min(cands, key=lambda p: (p.max_shard_bytes, schedule_cost(p, cost)))
+        plan = plan_normal(mesh, src, dst, itemsize)
         notes.append(
             f"auto: the time budget of {budget_s * 1e3:g} ms ran out before the search found a "
-            f"plan; returned the {plan.planner} planner's plan (not proven optimal; raise "
+            f"plan; returned the normal planner's plan (not proven optimal; raise "
             "--budget-ms to search longer)")
-    t_s, moved, ncoll = schedule_cost(plan, cost)
+        t_s, moved, ncoll = schedule_cost(plan, cost)
     max_shard = plan.max_shard_bytes
     bound = plan.bound_bytes
     if optimal:
