@@ -221,38 +221,49 @@ name: bad
 suites:
   - xla-issues: {names: [jax-21562-4x2]}
 cases:
-  - {name: indivisible, mesh: "x=4", src: "[6{x}, 8]", dst: "[6, 8]", dtype: float32}
+  - {name: no-axis, mesh: "x=4", src: "[8{z}, 8]", dst: "[8, 8]", dtype: float32}
   - {name: fine, mesh: "x=4", src: "[8{x}, 8]", dst: "[8, 8{x}]", dtype: float32}
-machines: [tpu-v4, no-such-machine]
+machines: [tpu-v4, dgx-h100]
 planners: [normal]
 runner: {workers: 1, timeout_s: 60, simulator: analytic}
 """
 
 
-def test_bad_case_and_bad_machine_give_error_rows_and_the_run_goes_on(tmp_path):
+def test_bad_case_gives_error_rows_and_the_run_goes_on(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(BAD)
     r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress")
     assert r.returncode == 0, r.stderr
     rows = {(x["case"], x["machine"]): x for x in _journal_lines(tmp_path / "o")}
     assert len(rows) == 6
-    assert rows[("indivisible", "tpu-v4")]["status"] == "error"
-    assert "not divisible" in rows[("indivisible", "tpu-v4")]["error"]
-    assert rows[("fine", "tpu-v4")]["status"] == "ok"
-    assert rows[("jax-21562-4x2", "tpu-v4")]["status"] == "ok"
-    assert rows[("fine", "no-such-machine")]["status"] == "error"
-    assert "no-such-machine" in rows[("fine", "no-such-machine")]["error"]
+    for m in ("tpu-v4", "dgx-h100"):
+        assert rows[("no-axis", m)]["status"] == "error"
+        assert "which is not in mesh x=4" in rows[("no-axis", m)]["error"]
+        assert rows[("fine", m)]["status"] == "ok"
+        assert rows[("jax-21562-4x2", m)]["status"] == "ok"
     s = json.loads(r.stdout)
-    assert s["rows_ok"] == 2 and s["rows_error"] == 4
+    assert s["rows_ok"] == 4 and s["rows_error"] == 2
     # The report still builds, listing the errors.
     rep = build_report(tmp_path / "o", html_path=tmp_path / "o" / "r.html")
-    assert rep.status_counts == {"ok": 2, "error": 4}
-    assert "not divisible" in (tmp_path / "o" / "r.html").read_text()
+    assert rep.status_counts == {"ok": 4, "error": 2}
+    assert "which is not in mesh x=4" in (tmp_path / "o" / "r.html").read_text()
     # --retry-errors reruns only the failed rows (they fail again, the same way).
     r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress", "--retry-errors")
     s = json.loads(r.stdout)
-    assert s["rows_written"] == 4 and s["rows_error"] == 4
+    assert s["rows_written"] == 2 and s["rows_error"] == 2
     assert len(read_journal(tmp_path / "o")) == 6
+
+
+def test_unknown_machine_is_a_config_error(tmp_path):
+    """An unknown machine is caught when the config is read (one line, exit 2), before
+    any unit runs, as docs/experiments.md says."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(BAD.replace("[tpu-v4, dgx-h100]", "[tpu-v4, no-such-machine]"))
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--no-progress")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "no-such-machine" in lines[0]
+    assert not (tmp_path / "o" / "rows.jsonl").exists()
 
 
 def test_timeout_gives_timeout_rows_and_the_run_goes_on(tmp_path):
