@@ -41,7 +41,7 @@ def planners() -> list[str]:
 
 
 # -- scenario -> plan -----------------------------------------------------------------
-_INTERNAL = re.compile(r"^(?:[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)\s*:\s*|[A-Za-z_]\w*\.[\w.]+:\s+)+")
+_INTERNAL = re.compile(r"^(?:[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)\s*:\s*|[A-Za-z_]\w*\.[\w.]+:\s+|(?:ArrayType|Mesh|Dim|Plan|Schedule|Placement)\b[\w.]*:\s+)+")
 
 #: The accepted forms, shown with every sharding error.
 SHARDING_FORMS = ("write it in canonical form, e.g. '[8192{data}, 32768{model}]', or as a "
