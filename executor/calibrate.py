@@ -353,7 +353,7 @@ def profile_from_fit(f: dict, num_devices: int, backend: str, note: str) -> dict
 #: The two link classes of a cpu-cluster machine: the profile params that hold them.
 LINK_CLASSES = {
     "intra_process": {"bandwidth": "link_bandwidth_Bps", "latency": "link_latency_s",
-                      "medium": "memory copies between the CPU devices of one JAX process"},
+                      "medium": "transfers between the CPU devices of one JAX process"},
     "inter_process": {"bandwidth": "nic_bandwidth_Bps", "latency": "nic_latency_s",
                       "medium": "gloo collectives over TCP (loopback here) between JAX processes"},
 }
@@ -524,6 +524,22 @@ def profile_from_two_level_fit(f: dict, processes: int, local: int, backend: str
             "fit_max_rel_err": f["fit_max_rel_err"], "points": f["points"], "note": note,
         },
     }
+
+
+def link_class_lines(report: dict) -> list[str]:
+    """Text lines for the link classes and the crossing/within MAPE of a two-level report."""
+    lc = report.get("link_classes")
+    if not lc:
+        return []
+    out = [f"link classes ({report['processes']} processes x {report['devices_per_process']} devices):"]
+    for name, c in lc.items():
+        out.append(f"  {name:14s} {c['bandwidth_Bps'] / 1e6:9.1f} MB/s  latency {c['latency_s'] * 1e6:8.1f} us"
+                   f"  ({c['medium']})")
+    cross, within = report.get("mape_crossing"), report.get("mape_within_process")
+    out.append(f"  held-out plans that cross processes: {report.get('n_heldout_crossing')}, MAPE "
+               + (f"{cross:.1f}%" if cross is not None else "-") + "; within one process: MAPE "
+               + (f"{within:.1f}%" if within is not None else "-"))
+    return out
 
 
 def crosses_processes(schedule, local: int) -> bool:

@@ -302,7 +302,8 @@ def _calibrate(args):
     summary = {k: rep[k] for k in ("profile", "report_path", "mode", "backend", "devices", "mape",
                                    "median_ape", "mape_vs_p10", "mape_without_program_overhead",
                                    "retest_mape", "mape_vs_mean_of_two", "n_heldout", "n_train_plans", "mape_by_strategy",
-                                   "worst", "wall_s") if k in rep}
+                                   "worst", "wall_s", "processes", "link_classes", "n_heldout_crossing",
+                                   "mape_crossing", "mape_within_process") if k in rep}
     summary["fit"] = {k: rep["fit"][k] for k in ("mape", "max_rel_err", "points")}
     if args.json:
         return summary
@@ -312,6 +313,10 @@ def _calibrate(args):
     print(f"held-out: {rep['n_heldout']} whole plans, MAPE {rep['mape']:.1f}% (median APE "
           f"{rep['median_ape']:.1f}%); re-measuring the same plans differs by {rep.get('retest_mape', float('nan')):.1f}% "
           f"(noise floor)")
+    from executor.calibrate import link_class_lines
+
+    for line in link_class_lines(rep):  # two-level (multi-process) machines only
+        print(line)
     for k, v in rep["mape_by_strategy"].items():
         print(f"  {k:12s} MAPE {v:.1f}%")
     print("worst:")

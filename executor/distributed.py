@@ -185,6 +185,34 @@ def _error_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+class _Relay:
+    """Copies what process 0 writes to stderr (progress bars) to ours, without gloo's logs."""
+
+    def __init__(self, path: Path):
+        self.path, self.pos, self.buf = path, 0, ""
+
+    def pump(self):
+        try:
+            with open(self.path, errors="replace") as f:
+                f.seek(self.pos)
+                data = f.read()
+                self.pos = f.tell()
+        except OSError:
+            return
+        self.buf += data
+        import re
+
+        parts = re.split(r"([\r\n])", self.buf)
+        self.buf = parts.pop() if parts and parts[-1] not in ("\r", "\n") else ""
+        out = []
+        for text, sep in zip(parts[::2], parts[1::2]):
+            if "[Gloo]" not in text:
+                out.append(text + sep)
+        if out:
+            sys.stderr.write("".join(out))
+            sys.stderr.flush()
+
+
 def launch(argv: list[str], processes: int, devices: int, port: int | None = None,
            timeout_s: float | None = None, env: dict | None = None) -> str:
     """Run ``python -m executor <argv>`` as ``processes`` members on this host; return
@@ -208,7 +236,10 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
             procs.append(subprocess.Popen([sys.executable, "-m", "executor", *argv], env=e, stdout=out,
                                           stderr=err, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        relay = _Relay(tmp / "p0.err") if sys.stderr.isatty() else None  # process 0's progress bars
         while True:
+            if relay is not None:
+                relay.pump()
             codes = [p.poll() for p in procs]
             bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
             if bad:
