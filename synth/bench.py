@@ -247,7 +247,7 @@ def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = No
     from synth.planners import synthesize
 
     out = {"cases": cases, "seed": seed, "bounded_exists": 0, "bound_misses": 0,
-           "above_min_max_shard": 0, "auto_optimal": 0, "checked_exactly": 0,
+           "above_min_max_shard": 0, "auto_optimal": 0, "optimal_costlier_than_normal": 0, "checked_exactly": 0,
            "precondition_true": 0, "precondition_false": 0, "examples": []}
     for mesh, src, dst in agreement_cases(cases, seed):
         pre = all(s % mesh.size == 0 for s in src.shape)
@@ -263,7 +263,16 @@ def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = No
         above = plan.max_shard_bytes > m
         out["bound_misses"] += miss
         out["above_min_max_shard"] += above
-        out["auto_optimal"] += bool(plan.search and plan.search.get("optimal"))
+        optimal = bool(plan.search and plan.search.get("optimal"))
+        out["auto_optimal"] += optimal
+        # a proven-optimal plan costs no more than normal's whenever normal's is within
+        # the same memory cap (normal's moves are among auto's)
+        ref = synthesize(mesh, src, dst, planner="normal")
+        if optimal and ref.max_shard_bytes <= plan.max_shard_bytes:
+            from synth.auto import DefaultCost, schedule_cost
+
+            if schedule_cost(ref, DefaultCost())[0] < plan.search["time_s"] * (1 - 1e-9):
+                out["optimal_costlier_than_normal"] += 1
         if (miss or above) and len(out["examples"]) < 5:
             out["examples"].append({"mesh": str(mesh), "src": str(src), "dst": str(dst),
                                     "auto_max_shard_bytes": plan.max_shard_bytes,
