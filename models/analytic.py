@@ -125,9 +125,9 @@ def need_bytes_per_device(mesh, src, dst, itemsize: int) -> np.ndarray:
 
 
 def need_from_outside_bytes(mesh, src, dst, itemsize: int, members) -> float:
-    """Bytes the devices ``members`` need that no member's source block holds: what must
-    cross into the set. Source blocks of two devices are equal or disjoint, so the union is
-    the sum over distinct source blocks."""
+    """Distinct bytes the devices ``members`` need that no member's source block holds: what
+    must cross into the set at least once. Source (and target) blocks of two devices are
+    equal or disjoint, so unions are sums over distinct blocks."""
     members = np.asarray(members, dtype=np.int64)
     s0, s1 = src.regions(mesh)
     d0, d1 = dst.regions(mesh)
@@ -144,7 +144,9 @@ def need_from_outside_bytes(mesh, src, dst, itemsize: int, members) -> float:
         a0, a1 = t0[i:i + step, None, :], t1[i:i + step, None, :]
         ov = np.clip(np.minimum(a1, u1[None]) - np.maximum(a0, u0[None]), 0, None).prod(axis=2)
         have[i:i + step] = ov.sum(axis=1)
-    return float((np.clip(target - have, 0, None) * count).sum()) * int(itemsize)
+    # distinct target blocks are disjoint: the union the set needs is their sum, and a byte
+    # that crosses the cut once can be copied to every member that needs it
+    return float(np.clip(target - have, 0, None).sum()) * int(itemsize)
 
 
 def in_bandwidth_per_device(machine, chips) -> np.ndarray:
@@ -261,10 +263,17 @@ def lp_bound_s(machine, mesh, src, dst, itemsize, chips, max_variables: int = LP
     """Max-concurrent-flow bound (scipy.optimize.linprog, HiGHS): one commodity per source
     device (its block's bytes to every device that needs them), flow conservation at every
     node, ``sum of commodities on a link <= capacity * T``; minimise ``T``. Only when every
-    element has one holder (no replication or pending sums in the source) and the LP is small
-    (``LP_MAX_VARIABLES``); ``None`` otherwise."""
-    used = src.used_axes() if callable(src.used_axes) else src.used_axes
-    if src.unreduced or any(a not in used for a, s in mesh.axes if s > 1):
+    element has one holder before and one after (no replication or pending sums: a copied
+    piece would be counted once per reader) and the LP is small (``max_variables``); ``None``
+    otherwise."""
+    def unique_holders(t):
+        used = t.used_axes() if callable(t.used_axes) else t.used_axes
+        return not t.unreduced and all(a in used for a, s in mesh.axes if s > 1)
+
+    # a commodity is a piece of data with one holder and one reader: copying a piece on the
+    # way (a gather, a broadcast) would make the LP overestimate, so both types must be
+    # unreplicated (each element on exactly one device before and after)
+    if not (unique_holders(src) and unique_holders(dst)):
         return None
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix

@@ -406,6 +406,14 @@ def _plan_torus(op, machine, topo, chips, forced):
     group0 = op.groups[0]
     n = len(group0)
     shape = _torus_shape(machine, chips, group0) if forced in (None, "auto", "bidir_ring") else None
+    if shape is not None:
+        # every group must be the same kind of sub-grid (a shuffled placement may break that)
+        want = (shape[0], [len(np.unique(shape[1][:, k])) for k in shape[0]])
+        for g in op.groups[1:]:
+            sh = _torus_shape(machine, chips, g)
+            if sh is None or (sh[0], [len(np.unique(sh[1][:, k])) for k in sh[0]]) != want:
+                shape = None
+                break
     reduce_s = (n - 1) / n * S / machine.reduce_Bps if kind in ("reduce_scatter", "all_reduce") else 0.0
     cap = capacity(machine, topo, kind, 1.0, machine.ramp(S, n))
     if shape is None or not shape[0]:

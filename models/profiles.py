@@ -538,16 +538,20 @@ def _validate_schema(raw: dict, path: Path, partial: bool) -> None:
     try:
         _schema().model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
+        errs = e.errors()
+        err = errs[0]
+        branches = ("Sourced", "float", "function-before[_no_bool(), float]")
         loc = [str(x) for x in err["loc"]]
+        union = any(x in branches for x in loc)
         # unions report each branch; keep the path of the field itself
-        loc = [x for x in loc if x not in ("Sourced", "float", "function-before[_no_bool(), float]")
-               and not x.startswith("function-")]
+        loc = [x for x in loc if x not in branches and not x.startswith("function-")]
         where = ".".join(loc) or "(top level)"
         val = err.get("input")
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown field (a typo must not silently fall back to a default)"
+        elif union and err["type"] in ("dict_type", "model_type", "model_attributes_type"):
+            msg = "expected a number or {value: NUMBER, source: TEXT}"
         raise ProfileError(f"profile file {path}: {where}: {msg} (got {val!r})") from None
 
 

@@ -80,7 +80,10 @@ def test_run_schedule_file(capsys, tmp_path):
     assert rc == 0, err
     d = json.loads(out)
     assert d["peak_bytes_max_device"] == plan.peak_live_bytes
-    assert d["lower_bound_kind"] == "redistribution"
+    # issue 9: the kind names the binding term of the redistribution bound
+    assert d["lower_bound_kind"] in d["lower_bound_terms"]
+    assert d["lower_bound_s"] == pytest.approx(max(d["lower_bound_terms"].values()))
+    assert all(o["algorithm"] for o in d["ops"] if o["kind"] not in ("dyn_slice", "copy"))
 
 
 @pytest.mark.parametrize("argv,needle", [
