@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_args(c)
     _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice or GPU machine, no accelerator "
                     "needed, and compare compiled temp memory and collectives (compile-only: no times)")
-    c.add_argument("--planner", default="normal", help="our planner: normal (default), easy, search")
+    c.add_argument("--planner", default="auto", help="our planner: auto (default), normal, easy, search")
     c.add_argument("--repeats", type=int_arg(10, "repeats"), default=10, help="timed runs (default: %(default)s; at least 10)")
     c.add_argument("--warmup", type=int_arg(0, "repeats"), default=3, help="untimed runs first (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print one JSON document")
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Synthesize a plan and print it as a runnable JAX module "
                                    "(jax.shard_map with lax collectives). Does not start JAX.")
     _case_args(g, dtype=False)
-    g.add_argument("--planner", default="normal", help="normal (default), easy, search")
+    g.add_argument("--planner", default="auto", help="auto (default), normal, easy, search")
     g.add_argument("--out", default=None, help="write the source to this file instead of stdout")
     g.add_argument("--json", action="store_true", help="print {source, plan} as one JSON document")
 

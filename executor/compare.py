@@ -36,7 +36,7 @@ def parse_case(mesh, src, dst, shape=None):
 
 
 def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = None,
-            planner: str = "normal", warmup: int = 3, repeats: int = 10, seed: int = 0,
+            planner: str = "auto", warmup: int = 3, repeats: int = 10, seed: int = 0,
             devices=None, keep=False) -> dict:
     """Run and measure our plan and XLA's resharding under Shardy and GSPMD.
 

@@ -480,7 +480,7 @@ def xla_schedule(target, mesh, src, dst, partitioner: str = "shardy", dtype: str
 
 
 def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = None,
-                      planner: str = "normal", placement=None) -> dict:
+                      planner: str = "auto", placement=None) -> dict:
     """Our plan and XLA's resharding (Shardy and GSPMD) compiled for the same TPU slice.
 
     Compile-only: the result holds each program's temp/output bytes (from
@@ -505,7 +505,7 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     return out
 
 
-def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "normal",
+def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "auto",
                 placement=None) -> dict:
     """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
     the target's compiler, with XLA's rematerialization verdicts.

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "cases where XLA exceeded max(src, dst) shard, time over the lower bound.")
     rp.add_argument("dir", help="results folder written by 'run'")
     rp.add_argument("--html", default=None, help="where to write the HTML (default: DIR/report.html)")
-    rp.add_argument("--planner", default="normal", help="our planner to compare (default: normal)")
+    rp.add_argument("--planner", default="auto", help="our planner to compare (default: auto)")
     rp.add_argument("--markdown", action="store_true", help="print the summary as a markdown table")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     tm = sub.add_parser("tpu-memory", help="our temp bytes vs XLA's, all compiled by XLA's TPU compiler",
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "where ours is <= XLA's and where XLA rematerialized the whole array.")
     tm.add_argument("--suites", default="transformer,xla-issues", help="comma-separated (default: %(default)s)")
     tm.add_argument("--profiles", default="tpu-v5p,tpu-v4", help="comma-separated (default: %(default)s)")
-    tm.add_argument("--planner", default="normal", help="our planner (default: %(default)s)")
+    tm.add_argument("--planner", default="auto", help="our planner (default: %(default)s)")
     tm.add_argument("--json", action="store_true", help="print one JSON document")
     s = sub.add_parser("suites", help="list suites and their cases")
     s.add_argument("--suite", default=None, help="only this suite")

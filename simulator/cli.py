@@ -1,7 +1,7 @@
 """``python -m simulator``: simulate a redistribution (or a schedule file) on a machine.
 
     python -m simulator run --hardware tpu-v4:4x4x4 --mesh x=4,y=4,z=4 \\
-        --src '[1024{x}, 4096{y,z}]' --dst '[1024{y}, 4096{z,x}]' [--planner normal] [--json]
+        --src '[1024{x}, 4096{y,z}]' --dst '[1024{y}, 4096{z,x}]' [--planner auto] [--json]
     python -m simulator run --hardware cpu-host:8 --schedule xla_schedule.json [--json]
     python -m simulator profiles [--json]
     python -m simulator bench [--sizes 256,1024,4096] [--json]
@@ -45,7 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mesh", default=None, help=f"mesh axes, e.g. x=4,y=4,z=4 (default with --src/--dst: {EXAMPLE['mesh']})")
     r.add_argument("--src", default=None, help=f"source type (default: {EXAMPLE['src']})")
     r.add_argument("--dst", default=None, help=f"target type (default: {EXAMPLE['dst']})")
-    r.add_argument("--planner", default="normal", choices=sorted(PLANNERS))
+    r.add_argument("--planner", default="auto", choices=sorted(PLANNERS),
+                   help="auto (default: the cheapest plan on --hardware within the memory bound), "
+                        "normal, easy, search")
+    from synth.cli import budget_ms_arg
+
+    r.add_argument("--budget-ms", type=budget_ms_arg, default=None,
+                   help="auto: time budget of the search in ms (default: 100)")
+    r.add_argument("--free-device-order", action="store_true",
+                   help="auto: the target may use any assignment of mesh positions to devices")
     r.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
     r.add_argument("--schedule", default=None, help="replay this schedule JSON instead of planning")
     r.add_argument("--placement", default=None,
@@ -117,7 +125,16 @@ def _run(args):
 
         mesh = args.mesh or EXAMPLE["mesh"]
         src, dst = args.src or EXAMPLE["src"], args.dst or EXAMPLE["dst"]
-        plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize)
+        auto_kw = {}
+        if args.planner == "auto":  # the machine's analytic cost, with this placement
+            from models.plan_cost import machine_cost
+            from synth import Mesh
+
+            auto_kw = {"cost": machine_cost(machine, Mesh.of(mesh), args.placement),
+                       "budget_ms": args.budget_ms, "free_device_order": args.free_device_order}
+        elif args.budget_ms is not None or args.free_device_order:
+            raise RedistributionError("run: --budget-ms and --free-device-order apply to --planner auto")
+        plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize, **auto_kw)
         res = simulate_plan(plan, machine, placement=args.placement, **kw)
     if args.trace is not None:
         from synth.fileio import atomic_writer

@@ -1053,13 +1053,14 @@ def format_search(plan) -> list[str]:
     s = plan.search
     if not s:
         return []
-    us = 1e6
+    def t(v):
+        return f"{v * 1e3:.4g} ms" if v >= 1e-3 else f"{v * 1e6:.4g} us"
+
     out = [f"search          {s['status']} under {s['cost_model']}; {s['states']} states in "
            f"{s['elapsed_s'] * 1e3:.1f} ms (budget {s['budget_s'] * 1e3:g} ms)"]
-    line = f"predicted time  {s['time_s'] * us:.3g} us"
+    line = f"predicted time  {t(s['time_s'])}"
     if s.get("lower_bound_s") is not None:
-        line += (f"; proven lower bound {s['lower_bound_s'] * us:.3g} us "
-                 f"(gap {s['gap_s'] * us:.3g} us)")
+        line += f"; proven lower bound {t(s['lower_bound_s'])} (gap {t(s['gap_s'])})"
     out.append(line)
     if s["bound_met"]:
         out.append("memory          within the bound max(src, dst)")

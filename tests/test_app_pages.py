@@ -125,9 +125,9 @@ def test_compare_default_simulates_every_planner():
     at = _app("ui/pages/compare.py")
     _ok(at)
     rows = _table(at)
-    assert set(rows) == {"ours (normal)"} | {p for p in synth.PLANNERS if p != "normal"}
+    assert set(rows) == {"ours (auto)"} | {p for p in synth.PLANNERS if p != "auto"}
     for name in rows:
-        planner = "normal" if name.startswith("ours") else name
+        planner = "auto" if name.startswith("ours") else name
         plan = synth.synthesize(*DEFAULT, planner=planner, itemsize=2)
         check_moves_exactly(_shrunk(plan))
         res = simulator.simulate_plan(plan, "tpu-v4:4x4x4")
@@ -147,14 +147,14 @@ def test_compare_whatif_bandwidth_and_mesh():
     plan = synth.synthesize(*DEFAULT, itemsize=2)
     fast = models.load_profile("tpu-v4:4x4x4").with_scale(bandwidth_scale=4.0)
     res = simulator.simulate_plan(plan, fast)
-    assert _table(at)["ours (normal)"]["simulated time"] == fmt_seconds(res.time_s)
+    assert _table(at)["ours (auto)"]["simulated time"] == fmt_seconds(res.time_s)
 
     at.selectbox(key="cmp_mesh").set_value("data=8,model=8").run()
     _ok(at)
     plan8 = synth.synthesize("data=8,model=8", DEFAULT[1], DEFAULT[2], itemsize=2)
     check_moves_exactly(_shrunk(plan8))
     res8 = simulator.simulate_plan(plan8, fast)
-    row = _table(at)["ours (normal)"]
+    row = _table(at)["ours (auto)"]
     assert row["collectives"] == plan8.num_collectives
     assert row["simulated time"] == fmt_seconds(res8.time_s)
     assert row["time / lower bound"] == fmt_ratio(res8.time_s / res8.lower_bound_s)

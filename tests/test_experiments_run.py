@@ -71,7 +71,7 @@ def test_smoke_runs_end_to_end(smoke):
     df = pd.read_parquet(out / "results.parquet")
     csv = pd.read_csv(out / "results.csv")
     assert len(df) == len(csv) == len(expected)
-    assert set(df["planner"]) == {"easy", "normal", "xla-shardy", "xla-gspmd"}
+    assert set(df["planner"]) == {"auto", "easy", "normal", "xla-shardy", "xla-gspmd"}
     assert set(df["machine"]) == {"tpu-v4", "dgx-h100"}
     assert set(df["bandwidth_scale"]) == {1.0, 2.0}
 
