@@ -1,0 +1,182 @@
+"""Issue 9: collectives as NCCL and TPU ICI run them, the flow-level engine against the
+per-transfer replay, the topology lower bound, and the published-measurement validation."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from models import load_profile
+from models.analytic import op_bound_terms, op_time_s
+from simulator import simulate, simulate_plan
+from synth import Schedule, ScheduleOp, interpret, scatter, synthesize
+
+
+def check_data(plan) -> None:
+    x = np.arange(plan.src.num_elems(), dtype=np.int64).reshape(plan.src.shape)
+    for got, want in zip(interpret(plan.steps, plan.src, plan.mesh, x), scatter(x, plan.dst, plan.mesh)):
+        np.testing.assert_array_equal(got, want)
+
+
+def one_op(kind, n, size, groups=None):
+    """A schedule of one collective over ``n`` devices of nccl-tests ``size`` bytes."""
+    g = groups or (tuple(range(n)),)
+    k = len(g[0])
+    blk = size // k
+    io = {"all_gather": (blk, size), "reduce_scatter": (size, blk), "all_reduce": (size, size),
+          "all_to_all": (size, size)}[kind]
+    send = size if kind == "all_reduce" else blk * (k - 1)
+    return Schedule(n, (ScheduleOp(kind, io[0], io[1], send, send, g, label=kind),), kind)
+
+
+# -- the flow-level engine agrees with the exact per-transfer replay ---------------------------------
+@pytest.mark.parametrize("hw,kind,size,groups,tol", [
+    ("tpu-v5e:16x1", "all_gather", 16 << 20, None, 1e-6),                 # bidirectional ring
+    ("tpu-v4:4x4x4", "all_to_all", 8 << 20, None, 0.02),                  # 64-way direct, contended
+    ("tpu-v4:4x4x4", "all_gather", 4 << 20, tuple(tuple(range(i, 64, 16)) for i in range(16)), 1e-6),
+    ("dgx-h100:1", "all_to_all", 64 << 20, None, 0.02),
+])
+def test_flow_model_agrees_with_the_per_transfer_replay(hw, kind, size, groups, tol):
+    m = load_profile(hw)
+    s = one_op(kind, m.num_devices, size, groups)
+    flow = simulate(s, m)
+    packet = simulate(s, m, engine="packet")
+    assert packet.ops[0]["engine"] == "packet" and flow.ops[0]["engine"] == "flow"
+    assert flow.ops[0]["algorithm"] == packet.ops[0]["algorithm"]
+    assert flow.time_s == pytest.approx(packet.time_s, rel=tol)
+    np.testing.assert_allclose(flow.link_bytes_array, packet.link_bytes_array)
+
+
+def test_flows_sharing_a_link_split_it_fairly():
+    m = load_profile("tpu-v4:8x1x1")          # an open line of 8 chips
+    nb = 8 << 20
+    op = lambda pairs: Schedule(8, (ScheduleOp("permute", nb, nb, nb, nb, pairs=pairs),), "p")  # noqa: E731
+    alone = simulate(op(((0, 2),)), m)
+    both = simulate(op(((0, 2), (1, 3))), m)  # share link 1->2
+    packet = simulate(op(((0, 2), (1, 3))), m, engine="packet")
+    xfer = lambda r: r.time_s - m.alpha_s("permute") - 2 * m.link_latency_s  # noqa: E731
+    assert xfer(both) == pytest.approx(2 * xfer(alone), rel=1e-9)
+    assert packet.time_s == pytest.approx(both.time_s, rel=0.05)
+
+
+# -- NCCL's algorithms and protocols -----------------------------------------------------------------
+def test_nccl_tuner_picks_algorithm_and_protocol_by_size():
+    m = load_profile("dgx-h100:1")
+    small = simulate(one_op("all_reduce", 8, 4096), m)
+    large = simulate(one_op("all_reduce", 8, 8 << 30), m)
+    assert small.ops[0]["algorithm"] == "ring/LL"
+    assert large.ops[0]["algorithm"] == "nvls/Simple"
+    # A100 has no NVLink SHARP: rings
+    assert simulate(one_op("all_reduce", 8, 8 << 30), "dgx-a100:1").ops[0]["algorithm"] == "ring/Simple"
+    # forcing the ring (NCCL_ALGO=Ring) is slower than NVLS for a large buffer
+    ring = simulate(one_op("all_reduce", 8, 8 << 30), m.with_algorithm(all_reduce="ring"))
+    assert ring.ops[0]["algorithm"] == "ring/Simple" and ring.time_s > large.time_s
+    # every op's choice is reported, and the analytic model makes the same one
+    op = one_op("all_reduce", 8, 8 << 30).ops[0]
+    assert op_time_s(op, m) == pytest.approx(large.ops[0]["duration_s"], rel=1e-9)
+
+
+def test_multi_ring_uses_one_rail_per_nic_across_nodes():
+    m = load_profile("h100-multinode:2")
+    S = 8 << 30
+    res = simulate(one_op("all_gather", 16, S), m)
+    assert res.ops[0]["algorithm"].startswith("ring x8 rails")
+    topo = m.topology
+    nic_out = [i for i, (u, v) in enumerate(topo.links) if v == "fabric"]
+    assert len(nic_out) == 16 and (res.link_bytes_array[nic_out] > 0).all()   # every NIC carries a ring
+    # bus bandwidth about 8 NICs x their achieved rate (nccl-tests: busbw = S/t * (n-1)/n)
+    busbw = S / res.time_s * 15 / 16
+    assert 0.8 * 8 * m.nic_bandwidth_Bps * m.nic_efficiency < busbw <= 8 * m.nic_bandwidth_Bps
+    # the old single ring through one NIC per node boundary would be 8x slower
+    assert res.time_s < S * 15 / 16 / m.nic_bandwidth_Bps / 4
+
+
+def test_tpu_multi_axis_collective_drives_every_dimension():
+    m = load_profile("tpu-v4:4x4x4")
+    S = 64 << 20
+    xy = simulate(one_op("all_gather", 64, S, tuple(tuple(range(i * 16, i * 16 + 16)) for i in range(4))), m)
+    assert xy.ops[0]["algorithm"] == "multi_axis(Y,Z)"
+    ring = simulate(one_op("all_gather", 64, S, tuple(tuple(range(i * 16, i * 16 + 16)) for i in range(4))),
+                    m.with_algorithm(all_gather="ring"))
+    assert xy.time_s < 0.6 * ring.time_s
+    assert xy.time_s >= xy.lower_bound_s
+
+
+def test_reduce_scatter_plans_cost_like_one_reduce_scatter():
+    # issue 10 item 6: Megatron TP -> SP on one DGX H100 node
+    plan = synthesize("dp=2,tp=4", "[8{dp}, 2048, 1024]{U:tp}", "[8{dp}, 2048{tp}, 1024]", itemsize=2)
+    check_data(plan)
+    res = simulate_plan(plan, "dgx-h100:1")
+    rs = [o for o in plan.to_schedule().ops if o.kind == "reduce_scatter"]
+    assert rs
+    single = simulate(Schedule(8, (rs[0],), "rs"), "dgx-h100:1")
+    assert res.time_s == pytest.approx(single.time_s, rel=0.10)
+    assert res.ops[[o["kind"] for o in res.ops].index("reduce_scatter")]["algorithm"].startswith("ring")
+
+
+# -- lower bounds --------------------------------------------------------------------------------------
+def test_all_to_all_over_a_torus_is_bounded_by_its_bisection():
+    plan = synthesize("x=4,y=4,z=4", "[4096{x,y,z}, 256]", "[4096, 256{x,y,z}]", itemsize=4)
+    check_data(plan)
+    res = simulate_plan(plan, "tpu-v4:4x4x4")
+    t = res.lower_bound_terms
+    assert t["bisection_X"] > 2 * t["injection"]
+    assert res.lower_bound_kind in ("bisection_X", "bisection_Y", "bisection_Z", "lp")
+    assert res.lower_bound_s <= res.time_s
+
+
+def test_lp_bound_is_at_least_the_cuts_on_a_small_machine():
+    plan = synthesize("x=2,y=4", "[64{x,y}, 64]", "[64, 64{y,x}]", itemsize=4)
+    check_data(plan)
+    res = simulate_plan(plan, "tpu-v4:2x4x1", lp_bound=True)
+    t = res.lower_bound_terms
+    assert "lp" in t
+    assert t["lp"] >= max(v for k, v in t.items() if k != "lp") * (1 - 1e-5)
+    assert t["lp"] <= res.time_s
+
+
+def test_in_network_reduction_lowers_the_all_reduce_bound():
+    m = load_profile("dgx-h100:1")
+    op = one_op("all_reduce", 8, 1 << 30).ops[0]
+    with_nvls = op_bound_terms(op, m, range(8))["injection"]
+    plain = dataclasses.replace(m, nvls_efficiency=0.0)
+    without = op_bound_terms(op, plain, range(8))["injection"]
+    assert with_nvls == pytest.approx(without / 2)
+
+
+def test_nic_cut_binds_across_nodes():
+    # an all-reduce over 4 nodes: each node must take in 2(m-1)/m of the buffer through 8 NICs
+    res = simulate(one_op("all_reduce", 32, 1 << 30), "h100-multinode:4")
+    assert res.lower_bound_kind == "schedule:nic_cut"
+    assert res.lower_bound_s == pytest.approx(2 * 3 / 4 * (1 << 30) / (8 * 50e9))
+    assert res.lower_bound_s <= res.time_s
+
+
+# -- scale ---------------------------------------------------------------------------------------------
+def test_a_flat_collective_over_4096_devices_replays():
+    res = simulate(one_op("all_gather", 4096, 1 << 30), "tpu-v4:16x16x16")
+    assert res.ops[0]["algorithm"] == "multi_axis(X,Y,Z)"
+    assert res.lower_bound_s <= res.time_s < 3 * res.lower_bound_s
+
+
+# -- validation against published measurements ---------------------------------------------------------
+def test_validate_against_published_measurements():
+    from simulator.validate import load_rows, model_error_by_system, system_of_profile, validate
+
+    rows = load_rows()
+    assert len(rows) >= 25 and all(r["source"].startswith("https://") for r in rows)
+    res = validate()
+    systems = set(res["systems"])
+    assert {"H100/H200 NVLink node", "A100 NVLink node", "H100 multi-node InfiniBand", "GB200 NVL72 rack",
+            "TPU ICI"} <= systems
+    assert res["overall"]["mape"] <= 0.20
+    for r in res["rows"]:
+        assert 0.5 <= r["ratio"] <= 2.0, r["id"]
+        assert r["lower_bound_s"] <= r["measured_s"], r["id"]
+        assert r["algorithm"], r["id"]
+    err = model_error_by_system()
+    assert set(err) == systems and all({"mape", "n", "worst"} <= set(v) for v in err.values())
+    assert system_of_profile("dgx-h100:2") == "H100 multi-node InfiniBand"
+    assert system_of_profile("dgx-h100:1") == "H100/H200 NVLink node"
+    assert system_of_profile("tpu-v4:4x4x4") == "TPU ICI"
+    assert system_of_profile("cpu-host:8") is None
