@@ -227,6 +227,9 @@ def test_random_new_type_plans_are_bit_exact():
     from hypothesis import HealthCheck, assume, given, settings
     from test_synth_new_types import cases
 
+    from executor._jaxsetup import ensure_devices
+
+    ensure_devices(8)  # before any smaller mesh starts the backend
     ran = []
 
     @settings(max_examples=20, deadline=None, derandomize=True, database=None,
