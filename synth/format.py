@@ -16,7 +16,8 @@ def format_plan(plan) -> str:
     rows = plan.rows()
     head = ("step", "collective", "type after", "local shape", "shard", "received")
     body = [
-        (str(r["step"]), r["collective"], r["type"], "x".join(map(str, r["local_shape"])),
+        (str(r["step"]), r["collective"], r["type"],
+         "x".join(map(str, r["local_shape"])) + (" (padded)" if r.get("padded") else ""),
          fmt_bytes(r["shard_bytes"]), fmt_bytes(r["recv_bytes"]))
         for r in rows
     ]
