@@ -133,3 +133,75 @@ def test_plan_page_in_chromium(server, tmp_path):
         finally:
             browser.close()
     assert (shots / "plan_edited.png").stat().st_size > 10_000
+
+
+SHARED = {"machine_profile": "tpu-v4", "machine_size": "2x2x2", "mesh": "x=2,y=4", "shape": "16, 32",
+          "dtype": "bfloat16", "src": "[16{y}, 32{x}]", "dst": "[16, 32{x,y}]", "planner": "normal"}
+
+
+@pytest.mark.browser
+def test_shared_link_layout_and_trace_download(server, tmp_path):
+    """A shared /plan link reproduces the scenario and draws the layout pictures; the
+    Simulate page's Chrome trace downloads and matches the simulation."""
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        why = "Chromium is missing: run `sudo apt-get install -y chromium`"
+        if os.environ.get("REQUIRE_BROWSER"):
+            pytest.fail(why)
+        pytest.skip(why)
+    import json
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    query = urlencode(SHARED)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1600}, accept_downloads=True)
+            page.goto(f"{server}/plan?{query}", wait_until="domcontentloaded")
+            main = page.locator("[data-testid='stMain']")
+            expect(main.get_by_text("[16{y}, 32{x}] → [16, 32{x,y}]")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Page not found")).to_have_count(0)
+            expect(page.get_by_role("textbox", name="Mesh axes")).to_have_value("x=2,y=4")
+            # the layout pictures: source and target, with the devices of each block
+            main.get_by_role("heading", name="Layout").scroll_into_view_if_needed()
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(shots / "plan_layout_view.png"))
+            expect(main.get_by_text("source [16{y}, 32{x}]")).to_be_visible(timeout=30_000)
+            expect(main.get_by_text("target [16, 32{x,y}]")).to_be_visible(timeout=30_000)
+            layout = main.locator("[data-testid='stPlotlyChart']").filter(has_text="source [16{y}, 32{x}]")
+            layout.scroll_into_view_if_needed()
+            # rows: dim 0 over y (4 blocks); columns: dim 1 over x (2 blocks); device d = 4x + y
+            cells = layout.locator("g.textpoint text")
+            expect(cells).to_have_count(8)
+            assert sorted(cells.all_text_contents(), key=int) == [str(d) for d in range(8)]
+            page.wait_for_timeout(800)
+            layout.screenshot(path=str(shots / "layout_source.png"))
+            page.screenshot(path=str(shots / "plan_shared_link.png"), full_page=True)
+            assert "dst=" in page.url and "x%3D2%2Cy%3D4" in page.url  # the URL carries the scenario
+
+            page.get_by_role("link", name="Simulate").click()
+            expect(main.get_by_role("heading", name="Simulate", exact=True)).to_be_visible(timeout=60_000)
+            btn = main.get_by_role("button", name="Download Chrome trace (Perfetto)")
+            expect(btn).to_be_visible(timeout=120_000)
+            page.wait_for_timeout(800)
+            page.screenshot(path=str(shots / "simulate_small.png"), full_page=True)
+            with page.expect_download(timeout=60_000) as dl:
+                btn.click()
+            path = tmp_path / "trace.json"
+            dl.value.save_as(str(path))
+        finally:
+            browser.close()
+    doc = json.loads(path.read_text())
+    import simulator
+    import synth
+
+    plan = synth.synthesize(SHARED["mesh"], SHARED["src"], SHARED["dst"], planner="normal", itemsize=2)
+    res = simulator.simulate_plan(plan, "tpu-v4:2x2x2")
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
+    assert [e["name"] for e in ops] == [f"op {o['index']}: {o['kind']}" for o in res.ops]
+    dev = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 1]
+    assert len(dev) == sum(1 for _ in res.trace_rows())
+    assert doc["otherData"]["time_s"] == res.time_s

@@ -10,7 +10,6 @@ Most cases use the small 8-device scenario (``SMALL``) so they run in seconds.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -238,7 +237,7 @@ def test_layout_cells_match_the_blocks_devices_hold(text):
     x = np.arange(t.num_elems()).reshape(t.shape)
     blocks = synth.scatter(x, t, mesh)
     seen = set()
-    for (r, c), devs in info["cells"].items():
+    for (r, _c), devs in info["cells"].items():
         first = blocks[devs[0]]
         for d in devs:  # every holder listed for a cell holds the same block
             assert np.array_equal(blocks[d], first)
@@ -413,13 +412,29 @@ def test_headroom_is_capacity_minus_peak_live():
 
 # -- 9. model error and the binding term --------------------------------------------------------
 def test_simulate_shows_the_binding_term_and_model_error(monkeypatch):
-    monkeypatch.setattr(work, "model_error", lambda machine: {"mape_pct": 12.5, "n": 7})
+    monkeypatch.setattr(compute, "model_error",
+                        lambda spec: {"system": "TPU v4 ICI", "mape_pct": 12.5, "n": 7, "worst_pct": 30.0})
     at = _app("ui/pages/simulate.py", **SMALLN)
     _ok(at)
     _plan, res = _small_sim()
     cap = " ".join(c.value for c in at.caption)
     assert f"Lower bound binds on: **{res.lower_bound_kind}**" in cap
-    assert "12.5 % mean absolute error against 7 published measurements" in cap
+    assert "(TPU v4 ICI): 12.5 % mean absolute error against 7 published measurements, worst 30 %" in cap
+
+
+def test_model_error_names_the_system_class():
+    pytest.importorskip("simulator.validate")
+    from simulator import validate
+
+    compute._MODEL_ERROR.clear()
+    t0 = time.monotonic()
+    while (me := compute.model_error("dgx-h100:1")) == {"pending": True}:
+        assert time.monotonic() - t0 < 120
+        time.sleep(0.2)
+    table = validate.model_error_by_system()
+    system = validate.system_of_profile("dgx-h100:1")
+    assert me["system"] == system and me["mape_pct"] == pytest.approx(100 * table[system]["mape"])
+    assert "missing" in compute.model_error("cpu-host:8")
 
 
 # -- confusing ---------------------------------------------------------------------------------
@@ -437,8 +452,9 @@ def test_heatmap_starts_at_zero():
 
 
 def test_calibration_values_say_unbounded_and_not_identifiable(tmp_path, monkeypatch):
-    from ui.pages import calibration as _  # noqa: F401 - imported for its helpers below
     import importlib
+
+    from ui.pages import calibration as _  # noqa: F401 - imported for its helpers below
 
     monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path))
     d = tmp_path / "cal"

@@ -31,7 +31,9 @@ DEFAULT = ("data=16,model=4", "[8192{data}, 32768{model}]", "[8192{model}, 32768
 
 
 @pytest.fixture(autouse=True)
-def _clear_caches():
+def _clear_caches(monkeypatch, tmp_path_factory):
+    # the Sweeps and Calibration pages read folders under the results root only
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path_factory.getbasetemp()))
     st.cache_data.clear()
     st.cache_resource.clear()
     yield

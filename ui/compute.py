@@ -202,6 +202,61 @@ def hbm_capacity(sc: Scenario) -> int | None:
         return None
 
 
+_MODEL_ERROR: dict = {}
+_MODEL_ERROR_LOCK = __import__("threading").Lock()
+
+
+def _model_error_table():
+    """``simulator.validate.model_error_by_system()`` computed once per server in a
+    background thread (it takes seconds): the table, ``"pending"``, or ``None``."""
+    with _MODEL_ERROR_LOCK:
+        if "table" in _MODEL_ERROR:
+            return _MODEL_ERROR["table"]
+        if "thread" not in _MODEL_ERROR:
+            def run():
+                try:
+                    from simulator import validate
+
+                    table = validate.model_error_by_system()
+                except Exception:  # noqa: BLE001 - not available: say so on the page
+                    table = None
+                _MODEL_ERROR["table"] = table
+
+            import threading
+
+            t = threading.Thread(target=run, name="app-model-error", daemon=True)
+            _MODEL_ERROR["thread"] = t
+            t.start()
+    t = _MODEL_ERROR["thread"]
+    t.join(0.2)
+    return _MODEL_ERROR.get("table", "pending")
+
+
+def model_error(spec: str) -> dict | None:
+    """How far the simulator was from published measurements for the machine class of
+    ``spec`` (``simulator.validate``): ``{"system", "mape_pct", "n", "worst_pct"}``,
+    ``{"pending": True}`` while the table is computed, ``{"missing": [...]}`` when the
+    published set has no such machine, or ``None`` when validation is not available."""
+    if missing("simulator.validate"):
+        return None
+    table = _model_error_table()
+    if table == "pending":
+        return {"pending": True}
+    if not isinstance(table, dict):
+        return None
+    try:
+        from simulator.validate import system_of_profile
+
+        system = system_of_profile(spec)
+    except Exception:  # noqa: BLE001
+        system = None
+    v = table.get(system) if system else None
+    if not isinstance(v, dict) or v.get("mape") is None:
+        return {"missing": sorted(str(k) for k in table)}
+    return {"system": system, "mape_pct": 100 * float(v["mape"]), "n": v.get("n"),
+            "worst_pct": 100 * float(v["worst"]) if v.get("worst") is not None else None}
+
+
 def scenario_devices(sc: Scenario) -> int:
     """Device count of the scenario's machine (from models; else the size's product)."""
     if missing("models"):
@@ -499,7 +554,6 @@ def check_calibration_dir(text: str):
 
 def calibrated_profiles(folder: str) -> list[str]:
     """Calibrated profile files (``*.json`` that are not ``*.report.json``) in ``folder``."""
-    from pathlib import Path
 
     d = check_calibration_dir(folder)
     if not d.is_dir():

@@ -46,17 +46,13 @@ def model_error_text(me) -> str | None:
     """One line on the model's error against published measurements, or ``None``."""
     if not me:
         return None
+    if me.get("pending"):
+        return ("Model error against published measurements: being computed (`simulator validate`); "
+                "it appears on the next update.")
     if "missing" in me:
         return ("No published measurements for this machine class in `simulator validate` "
-                f"(it covers {', '.join(me['missing'][:6])}); the model's error here is unknown.")
-    mape = me.get("mape_pct", me.get("mape"))
-    if mape is None:
-        return None
-    mape = float(mape)
-    if mape <= 1.0 and "mape_pct" not in me and me.get("unit") != "pct":
-        mape *= 100
-    n = me.get("n") or me.get("count") or me.get("points")
-    return (f"Model error for this machine class: {mape:.1f} % mean absolute error against "
-            f"{n or 'the'} published measurements (`python -m simulator validate`).")
-
-
+                f"(it covers {', '.join(me['missing'][:8])}); the model's error here is unknown.")
+    worst = f", worst {me['worst_pct']:.0f} %" if me.get("worst_pct") is not None else ""
+    return (f"Model error for this machine class ({me.get('system')}): {me['mape_pct']:.1f} % mean absolute "
+            f"error against {me.get('n') or 'the'} published measurements{worst} "
+            "(`python -m simulator validate`).")

@@ -49,33 +49,6 @@ def _simulate(schedule_json: str, mesh_text: str, profile: str, size: str, place
     return simulator.simulate(sched, m, mesh=mesh_text, placement=placement.strip() or None, progress=cb)
 
 
-def model_error(machine) -> dict | None:
-    """How far the simulator was from published measurements for this machine class
-    (``simulator.validate.model_error_by_system``, when it exists), else ``None``."""
-    try:
-        from simulator import validate
-    except Exception:  # noqa: BLE001 - not there yet
-        return None
-    fn = getattr(validate, "model_error_by_system", None)
-    if fn is None:
-        return None
-    try:
-        table = fn()
-    except Exception:  # noqa: BLE001
-        return None
-    if not isinstance(table, dict):
-        return None
-    name = str(getattr(machine, "name", ""))
-    for key in (name, name.split("-")[0]):
-        if key in table:
-            v = table[key]
-            return v if isinstance(v, dict) else {"mape": v}
-    for key, v in table.items():
-        if str(key).startswith(name) or name.startswith(str(key)):
-            return v if isinstance(v, dict) else {"mape": v}
-    return {"missing": sorted(str(k) for k in table)}
-
-
 def _summary(res) -> dict:
     m = res.machine
     return {
@@ -124,7 +97,6 @@ def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, p
         "figures": {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
                     "topology": figures.topology_figure(res)},
         "chrome_trace": chrome_trace_json(res),
-        "model_error": model_error(res.machine),
         "units": schedule_units(json.loads(schedule_json)),
         "wall_s": time.perf_counter() - t0,
     }
@@ -152,7 +124,4 @@ def compare_view(schedules: dict, mesh_text: str, profile: str, size: str, place
         res = _simulate(sj, mesh_text, profile, size, placement, bandwidth_scale, latency_scale, cb)
         v = {"summary": _summary(res), "ops": _ops_rows(res)}
         out[name] = seen[sj] = v
-    me = None
-    if out:
-        me = model_error(load_machine(profile, size))
-    return {"strategies": out, "model_error": me, "units": units, "wall_s": time.perf_counter() - t0}
+    return {"strategies": out, "units": units, "wall_s": time.perf_counter() - t0}

@@ -131,7 +131,7 @@ def main():
                 f"`{ours['machine_spec']}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
                 f"`{ours['placement_text']}`; lower bound **{fmt_seconds(bound)}** "
                 f"(binds on: {ours['lower_bound_kind']})")
-    me = simulate_page_model_error(view.get("model_error"))
+    me = simulate_page_model_error(compute.model_error(ours["machine_spec"]))
     if me:
         st.caption(me)
     st.dataframe(pd.DataFrame(rows), hide_index=True)

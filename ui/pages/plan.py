@@ -24,6 +24,11 @@ def _steps_frame(plan) -> pd.DataFrame:
     })
 
 
+def _pct(part, whole) -> str:
+    p = 100 * part / whole
+    return "< 0.01 %" if 0 < p < 0.01 else f"{p:.3g} %"
+
+
 def _layout_section(plan):
     """Which device holds which block: source and target side by side, and any step."""
     st.subheader("Layout")
@@ -87,7 +92,7 @@ def main():
     if cap is not None:
         head = cap - plan.peak_live_bytes
         c[3].metric("HBM headroom", fmt_bytes(abs(head)) + ("" if head >= 0 else " short"),
-                    delta=f"{100 * plan.peak_live_bytes / cap:.3g} % of {fmt_bytes(cap)} used",
+                    delta=f"{_pct(plan.peak_live_bytes, cap)} of {fmt_bytes(cap)} used",
                     delta_color="off" if head >= 0 else "inverse",
                     help="Device memory capacity (the profile's hbm_capacity_bytes) minus the plan's "
                          "peak live bytes. Other buffers of the program are not counted.")

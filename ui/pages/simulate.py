@@ -61,7 +61,7 @@ def main():
                 f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
     for w in sm["warnings"]:
         st.warning(w)
-    show_summary(sm, view.get("model_error"))
+    show_summary(sm, compute.model_error(sm["machine_spec"]))
 
     figs = view["figures"]
     if view["ops"]:
