@@ -115,7 +115,7 @@ def test_xla_schedule_json_loads_as_a_schedule(tmp_path):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["compare", "--mesh", "x=4,y=3", "--src", "[8{y}]", "--dst", "[8]"], "divisible"),
+    (["compare", "--mesh", "x=4,y=3", "--src", "[8{y}, 6{y}]", "--dst", "[8, 6]"], "at most once"),
     (["compare", "--mesh", "x=16", "--src", "[16{x}]", "--dst", "[16]"], "devices"),
     (["compare", "--mesh", "x=8", "--src", "[8{x}]", "--dst", "[8]", "--dtype", "float32", "--itemsize", "2"],
      "itemsize"),
