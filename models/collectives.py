@@ -516,7 +516,9 @@ def _plan_direct(op, machine, topo, chips):
     else:
         alpha = machine.alpha_s(kind)
         ph.latency_s = lat_max
-    cap = capacity(machine, topo, kind, 1.0, machine.ramp(size, n))
+    # no ramp: the fitted ramp describes NCCL's pipelined collective protocols; point-to-point
+    # sends reach their rate without a long pipeline (the 1 GiB all-to-all row validates the rate)
+    cap = capacity(machine, topo, kind, 1.0, 1.0)
     return CollPlan("direct", None, alpha, [ph] if ph.routes else [], cap, 0.0, size)
 
 

@@ -60,7 +60,9 @@ def test_run_text_placement_scales_and_trace(capsys, tmp_path):
     # the time, over the same link bytes
     _, fast, _ = run_cli(capsys, *args, "--latency-scale", "0", "--bandwidth-scale", "2", "--json")
     fast = json.loads(fast)
-    assert fast["plan"] == base["plan"] and fast["link_bytes_max"] == base["link_bytes_max"] > 0
+    # the same plan (its steps; a cost-model planner's search notes carry the scaled machine's times)
+    assert fast["plan"]["steps"] == base["plan"]["steps"]
+    assert fast["link_bytes_max"] == base["link_bytes_max"] > 0
     assert fast["time_s"] == pytest.approx(base["time_s"] / 2, rel=1e-9)
 
 

@@ -34,7 +34,8 @@ def one_op(kind, n, size, groups=None):
     ("tpu-v5e:16x1", "all_gather", 16 << 20, None, 1e-6),                 # bidirectional ring
     ("tpu-v4:4x4x4", "all_to_all", 8 << 20, None, 0.02),                  # 64-way direct, contended
     ("tpu-v4:4x4x4", "all_gather", 4 << 20, tuple(tuple(range(i, 64, 16)) for i in range(16)), 1e-6),
-    ("dgx-h100:1", "all_to_all", 64 << 20, None, 0.02),
+    # NVIDIA: the flow model charges NCCL's per-step protocol latency, the replay the links' latency
+    ("dgx-h100:1", "all_to_all", 64 << 20, None, 0.03),
 ])
 def test_flow_model_agrees_with_the_per_transfer_replay(hw, kind, size, groups, tol):
     m = load_profile(hw)
