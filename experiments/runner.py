@@ -117,9 +117,10 @@ def write_tables(out_dir) -> dict:
                          "itemsize", "placement"], kind="stable").reset_index(drop=True)
     out = Path(out_dir)
     csv, pq = out / "results.csv", out / "results.parquet"
-    tmp = out / ".results.csv.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, csv)
+    from synth.fileio import atomic_write_text, atomic_writer
+
+    # unique temporary names in the folder, then os.replace: readers never see a torn table
+    atomic_write_text(csv, df.to_csv(index=False), "--out (results.csv)")
     # Parquet needs one type per column: mixed object columns become strings.
     pdf = df.copy()
     for col in pdf.columns:
@@ -130,9 +131,8 @@ def write_tables(out_dir) -> dict:
                     pdf[col] = pdf[col].astype("boolean")
                 else:
                     pdf[col] = pdf[col].map(lambda v: None if v is None or v != v else str(v))
-    tmp = out / ".results.parquet.tmp"
-    pdf.to_parquet(tmp, index=False)
-    os.replace(tmp, pq)
+    with atomic_writer(pq, "--out (results.parquet)", mode="wb") as f:
+        pdf.to_parquet(f, index=False)
     return {"csv": str(csv), "parquet": str(pq), "rows": len(df)}
 
 
@@ -237,9 +237,8 @@ class LocalEngine:
         n = _jax_count(unit)
         if self.pool is None or (n is not None and self.jax_devices not in (None, n)):
             self._new_pool(n)  # a fresh pool whose workers start JAX with n devices
-        elif n is not None and self.jax_devices is None:
-            self.jax_devices = n  # the idle pool's workers have not started JAX yet
-            self._new_pool(n)
+        elif n is not None:
+            self.jax_devices = n  # no worker has started JAX yet: the first unit sets the count
         self._next += 1
         tid = self._next
         fut = self.pool.submit(_task, unit, self.opts, tid)
@@ -587,9 +586,11 @@ def _save_config(config, out: Path):
     meta = {"name": config.name, "path": config.path, "description": config.description,
             "planners": list(config.planners), "machines": [m.profile for m in config.machines],
             "cases": len(config.cases), "python": sys.version.split()[0]}
-    (out / "run.json").write_text(json.dumps(meta, indent=2))
+    from synth.fileio import atomic_write_text, read_text
+
+    atomic_write_text(out / "run.json", json.dumps(meta, indent=2), "--out (run.json)")
     if config.path and Path(config.path).exists():
-        (out / "config.yaml").write_text(Path(config.path).read_text())
+        atomic_write_text(out / "config.yaml", read_text(config.path, "config file"), "--out (config.yaml)")
 
 
 def _drive(todo, eng, journal, bar, summary, done):
