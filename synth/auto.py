@@ -71,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.collectives import AllGather, AllPermute, AllToAll, DynSlice, permute_sources
+from synth.errors import RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.schedule import LOCAL_KINDS, ScheduleOp
@@ -143,12 +144,13 @@ def _prod(sizes, axes):
 class _Searcher:
     """One synthesis problem on stripped types (tuples of axis tuples)."""
 
-    def __init__(self, mesh: Mesh, shape, S0, T, itemsize, cost, deadline, max_fused):
+    def __init__(self, mesh: Mesh, shape, S0, T, itemsize, cost, deadline, max_fused, pending=()):
         self.mesh = mesh
         self.shape = tuple(shape)
         self.rank = len(shape)
         self.total = math.prod(shape)
-        self.sz = {a: s for a, s in mesh.axes if s > 1}
+        self.pending = tuple(pending)  # sums pending on these axes all along: not usable
+        self.sz = {a: s for a, s in mesh.axes if s > 1 and a not in self.pending}
         self.names = tuple(self.sz)
         self.S0, self.T = S0, T
         self.itemsize = itemsize
@@ -230,7 +232,7 @@ class _Searcher:
         return v
 
     def to_type(self, S) -> ArrayType:
-        return ArrayType(tuple(Dim(n, axes) for n, axes in zip(self.shape, S)))
+        return ArrayType(tuple(Dim(n, axes) for n, axes in zip(self.shape, S)), self.pending)
 
     def prefix_ok(self, S):
         T = self.T
@@ -679,6 +681,10 @@ def _steps_from(sr: _Searcher, moves):
     return steps
 
 
+_DEFAULT_KINDS = ("dyn_slice", "all_gather", "all_to_all", "all_permute", "all_reduce",
+                  "reduce_scatter", "unreduce")
+
+
 def _default_plan_cost(plan: Plan, cost: DefaultCost) -> tuple[float, int, int]:
     """:func:`schedule_cost` under :class:`DefaultCost` without building the device-level
     schedule: per step, its kind, group size and shard (a permute whose types agree once
@@ -688,7 +694,17 @@ def _default_plan_cost(plan: Plan, cost: DefaultCost) -> tuple[float, int, int]:
     moved = ncoll = 0
     for c, a, b in zip(plan.steps, plan.all_types[:-1], plan.all_types[1:]):
         in_b = a.shard_elems(mesh) * plan.itemsize
-        if c.kind == "dyn_slice":
+        if c.kind in ("dyn_slice", "unreduce"):
+            continue
+        if c.kind in ("all_reduce", "reduce_scatter"):
+            n = math.prod(mesh.shape[x] for x in ((c.axis,) if isinstance(c.axis, str) else c.axis))
+            if n == 1:
+                continue
+            out_b = b.shard_elems(mesh) * plan.itemsize
+            recv = 2 * (n - 1) * in_b // n if c.kind == "all_reduce" else (n - 1) * out_b
+            t += cost.alpha_s + recv / cost.bandwidth_Bps
+            moved += recv
+            ncoll += 1
             continue
         if c.kind == "all_permute":
             if _strip(a, mesh) == _strip(b, mesh):
@@ -709,8 +725,8 @@ def schedule_cost(plan: Plan, cost) -> tuple[float, int, int]:
     """``(time_s, bytes moved, collectives)`` of a plan under a cost model: the model's
     time of each op of ``plan.to_schedule()``, summed; the received bytes of the
     most-receiving device per step, summed; the communicating steps."""
-    if isinstance(cost, DefaultCost) and all(
-            c.kind in ("dyn_slice", "all_gather", "all_to_all", "all_permute") for c in plan.steps):
+    if isinstance(cost, DefaultCost) and plan.work_mesh is plan.mesh and all(
+            c.kind in _DEFAULT_KINDS for c in plan.steps):
         return _default_plan_cost(plan, cost)
     sched = plan.to_schedule()
     t = sum(float(cost.op_time_s(op)) for op in sched.ops)
@@ -718,7 +734,54 @@ def schedule_cost(plan: Plan, cost) -> tuple[float, int, int]:
 
 
 def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
-              cost=None, budget_s: float = DEFAULT_BUDGET_S) -> Plan:
+              cost=None, budget_s: float = DEFAULT_BUDGET_S, sub_axes: bool = True) -> Plan:
+    """The ``auto`` plan (see :func:`_plan_auto_once`). Where no plan over whole mesh axes
+    stays within the memory bound and time is left, the search runs again with every
+    mesh axis split into its prime factors (sub-axes, ascending primes): moving a factor
+    of an axis can keep shards smaller. The plan with the smaller largest shard wins."""
+    t0 = time.perf_counter()
+    budget_s = check_budget(budget_s)
+    p = _plan_auto_once(mesh, src, dst, itemsize, cost=cost, budget_s=budget_s)
+    if not sub_axes or p.bound_holds or mesh.base or p.search["status"] == "not searched":
+        return p
+    left = t0 + budget_s - time.perf_counter()
+    from synth.types import cuts_of, refine_type
+
+    cuts = cuts_of(mesh, [src, dst])
+    for a, n in mesh.axes:
+        pre = 1
+        for f in _primes(n)[:-1]:
+            pre *= f
+            cuts.setdefault(a, set()).add(pre)
+    work = mesh.refine(cuts) if cuts else mesh
+    if work is mesh or left < 0.1 * budget_s:
+        return p
+    try:
+        q = _plan_auto_once(work, refine_type(src, work), refine_type(dst, work), itemsize,
+                            cost=cost, budget_s=left, usr=(src, dst))
+    except RedistributionError:
+        return p
+    if q.max_shard_bytes < p.max_shard_bytes:
+        note = (f"auto: splitting mesh axes into prime factors (sub-axes) lowers the largest shard "
+                f"from {p.max_shard_bytes} B (the least over whole axes) to {q.max_shard_bytes} B")
+        search = dict(q.search, elapsed_s=float(time.perf_counter() - t0), budget_s=float(budget_s))
+        return Plan(q.mesh, q.src, q.dst, q.steps, q.types, itemsize, "auto", tuple(q.notes) + (note,),
+                    search=search)
+    return p
+
+
+def _primes(n: int) -> list[int]:
+    out, f = [], 2
+    while f * f <= n:
+        while n % f == 0:
+            out.append(f)
+            n //= f
+        f += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
+                    cost=None, budget_s: float = DEFAULT_BUDGET_S, usr=None) -> Plan:
     """The ``auto`` plan (see the module docstring). ``cost`` is a cost model with
     ``op_time_s(op)``, ``comm_floor_s()`` and ``plan_lower_bound_s(need_bytes)``
     (:class:`DefaultCost` when None; ``models.plan_cost.machine_cost`` for a machine).
@@ -731,12 +794,22 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     or None when not established), ``budget_s``, ``elapsed_s``, ``states``."""
     from synth.planners import MAX_FUSED_GROUP, plan_normal
 
+    from synth.planners import _on_work_mesh
+
     t0 = time.perf_counter()
     cost = cost if cost is not None else DefaultCost()
     budget_s = check_budget(budget_s)
+    usr_mesh, usr_src, usr_dst = mesh, src, dst
+    if usr is not None:  # searching on a refinement of the user's mesh
+        usr_mesh = mesh.base_mesh
+        usr_src, usr_dst = usr
+    # sub-axes: search on the refined mesh, whose factors are axes
+    mesh, src, dst = _on_work_mesh(mesh, src, dst)
+    if tuple(src.unreduced) != tuple(dst.unreduced):
+        return _auto_pending(usr_mesh, usr_src, usr_dst, mesh, src, dst, itemsize, cost, budget_s, t0)
     why = _unsupported(mesh, src, dst)
     if why:
-        plan = plan_normal(mesh, src, dst, itemsize)
+        plan = plan_normal(usr_mesh, usr_src, usr_dst, itemsize)
         t_s, moved, ncoll = schedule_cost(plan, cost)
         note = (f"auto: {why}, which the auto search does not cover yet; returned the normal "
                 "planner's plan (not searched, not proven optimal)")
@@ -752,7 +825,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     # the search stops at 90% of the budget: the rest builds and checks the plan
     deadline = t0 + 0.9 * budget_s
     S0, T = _strip(src, mesh), _strip(dst, mesh)
-    sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP)
+    sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP,
+                   pending=tuple(src.unreduced))
     bound_elems = max(sr.shard(S0), sr.shard(T))
     itemsize_b = itemsize
     sr.last_full = False
@@ -807,12 +881,12 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
         if d1 != dst:
             full_steps.append(AllPermute(dst))
         full_steps = _merge_permutes(full_steps)
-        plan = Plan.build(mesh, src, dst, full_steps, itemsize, "auto")
+        plan = Plan.build(mesh, usr_src, usr_dst, full_steps, itemsize, "auto")
         # the search's cost is the schedule's: the same ops, consecutive slices fused, and
         # the size-1-axis relabellings at either end move nothing
         t_s, moved, ncoll = found.cost
     else:
-        plan = plan_normal(mesh, src, dst, itemsize)
+        plan = plan_normal(usr_mesh, usr_src, usr_dst, itemsize)
         notes.append(
             f"auto: the time budget of {budget_s * 1e3:g} ms ran out before the search found a "
             f"plan; returned the normal planner's plan (not proven optimal; raise "
@@ -837,9 +911,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     if max_shard > bound:
         if min_b is not None and min_b == max_shard:
             notes.append(
-                f"auto: no plan stays within the memory bound of {bound} B per device (proven: "
-                f"the search over every move is exhausted); this plan's largest shard, "
-                f"{max_shard} B, is the least any plan achieves")
+                f"auto: no plan over {'the prime factors of the mesh axes' if mesh.base else 'whole mesh axes'} "
+                f"stays within the memory bound of {bound} B per device (proven: the search over every "
+                f"move is exhausted); this plan's largest shard, {max_shard} B, is the least such plans achieve")
         else:
             notes.append(
                 f"auto: the largest shard, {max_shard} B, exceeds the memory bound of {bound} B "
@@ -866,11 +940,63 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
                 tuple(plan.notes) + tuple(notes), search=search)
 
 
+def _auto_pending(usr_mesh, usr_src, usr_dst, wm, ws, wd, itemsize, cost, budget_s, t0) -> Plan:
+    """Pending sums that the target does not keep, or new ones: the reductions are placed
+    as the ``normal`` planner places them (each axis reduce-scattered onto its target dim,
+    or all-reduced; before or after the free slices: :func:`synth.planners._candidates`),
+    the rest is searched by ``auto`` (pending sums both keep ride along), and an Unreduce
+    ends where the target has new pending axes. The cheapest candidate wins; it is proven
+    optimal only among these placements."""
+    from synth.planners import _candidates, plan_normal
+
+    tried = []
+
+    def core(m, t, d):
+        left = t0 + budget_s - time.perf_counter()
+        sub = plan_auto(m, t, d, itemsize, cost=cost, budget_s=max(left / 4, 1e-4))
+        tried.append(sub)
+        return list(sub.steps)
+
+    best = None
+    errors = []
+    for steps in _candidates(wm, ws, wd, core, errors=errors):
+        try:
+            p = Plan.build(wm, usr_src, usr_dst, steps, itemsize, "auto")
+        except RedistributionError as e:
+            errors.append(e)
+            continue
+        key = (p.max_shard_bytes,) + tuple(schedule_cost(p, cost))
+        if best is None or key < best[0]:
+            best = (key, p)
+        if time.perf_counter() > t0 + budget_s:
+            break
+    notes = []
+    if best is None:
+        plan = plan_normal(usr_mesh, usr_src, usr_dst, itemsize)
+        notes.append("auto: no placement of the reductions of the pending sums was searched "
+                     f"({errors[0] if errors else 'out of time'}); returned the normal planner's plan")
+        key = (plan.max_shard_bytes,) + tuple(schedule_cost(plan, cost))
+    else:
+        key, plan = best
+    t_s, moved, ncoll = key[1:]
+    notes.append(f"auto: pending sums are reduced where the normal planner places reductions; the "
+                 f"rest is searched ({len(tried)} placement(s)); not proven optimal over every "
+                 "placement of the reductions")
+    search = {"status": f"best of {len(tried)} reduction placement(s)", "optimal": False,
+              "cost_model": getattr(cost, "name", type(cost).__name__),
+              "time_s": float(t_s), "bytes_moved": int(moved), "collectives": int(ncoll),
+              "lower_bound_s": None, "gap_s": None, "bound_bytes": int(plan.bound_bytes),
+              "max_shard_bytes": int(plan.max_shard_bytes), "bound_met": bool(plan.bound_holds),
+              "min_max_shard_bytes": None, "budget_s": float(budget_s),
+              "elapsed_s": float(time.perf_counter() - t0),
+              "states": int(sum(p.search.get("states", 0) for p in tried))}
+    return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
+                tuple(plan.notes) + tuple(notes), search=search)
+
+
 def _unsupported(mesh: Mesh, src: ArrayType, dst: ArrayType) -> str | None:
     """Why the search cannot take these types (None when it can)."""
     for what, t in (("source", src), ("target", dst)):
-        if getattr(t, "unreduced", ()):
-            return f"the {what} type {t} has pending sums"
         for d in t.dims:
             for a in d.axes:
                 if a not in mesh.shape:

@@ -233,13 +233,17 @@ def agreement_cases(cases: int, seed: int):
 
 
 def check_plan_exact(plan) -> None:
-    """Run the plan in the interpreter on ``arange`` and compare every device's final block
-    with the target's, element by element (raises on any difference)."""
+    """Run the plan in the interpreter (on its work mesh, where sub-axes are axes) on
+    ``arange`` and compare every device's final block with the target's, element by
+    element (raises on any difference); the interpreter also checks every step."""
     from synth.interp import check_blocks, interpret
 
+    wm, wt = plan.work_mesh, plan.work_types
     x = np.arange(plan.src.num_elems(), dtype=np.int64).reshape(plan.src.shape)
-    blocks = interpret(plan.steps, plan.src, plan.mesh, x)
-    check_blocks(x, blocks, plan.dst, plan.mesh, "end of plan")
+    blocks = interpret(plan.steps, wt[0], wm, x)
+    check_blocks(x, blocks, wt[-1], wm, "end of plan")
+    if plan.dst.canonical(plan.mesh) != plan.dst or (plan.steps and plan.types[-1] != plan.dst):
+        raise AssertionError(f"plan ends at {plan.types[-1] if plan.steps else plan.src}, not {plan.dst}")
 
 
 def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = None) -> dict:
