@@ -483,6 +483,9 @@ def test_gb200_on_the_default_scenario_fits_the_mesh_to_the_array():
     _ok(at)
     mesh = synth.Mesh.parse(at.sidebar.text_input(key="mesh").value)
     assert mesh.size == 72
+    pad = scenario._fits_array(scenario.DEFAULTS["shape"], scenario.DEFAULTS["src"], scenario.DEFAULTS["dst"])
+    every = [f"data={a},model={72 // a}" for a in range(1, 73) if 72 % a == 0]
+    assert pad(str(mesh)) == min(pad(m) for m in every) < float("inf")
 
 
 def test_placement_error_suggestions_are_accepted():

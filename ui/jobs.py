@@ -367,7 +367,10 @@ def session_id() -> str:
 
         ctx = get_script_run_ctx(suppress_warning=True)
         if ctx is not None:
-            return ctx.session_id
+            # AppTest gives every test session the same id; benchmarks and tests that
+            # drive several sessions tell them apart with a tag in session state
+            tag = ctx.session_state["_session_tag"] if "_session_tag" in ctx.session_state else ""
+            return ctx.session_id + (f"/{tag}" if tag else "")
     except Exception:  # noqa: BLE001
         pass
     return "local-0"

@@ -227,9 +227,10 @@ def _profile_changed(default_size):
 
 
 def _fits_array(shape_text: str, src_text: str, dst_text: str):
-    """``fits(mesh_text) -> bool``: both shardings parse on that mesh and split their
-    dimensions evenly."""
-    def fits(mesh_text: str) -> bool:
+    """``padding(mesh_text) -> float``: the padding elements both shardings would hold
+    on that mesh, over all devices (0 when they divide the array evenly; ``inf`` when
+    they do not parse on it)."""
+    def padding(mesh_text: str) -> float:
         try:
             import synth
 
@@ -237,10 +238,10 @@ def _fits_array(shape_text: str, src_text: str, dst_text: str):
             shape = parse_shape(shape_text) if str(shape_text).strip() else None
             src = synth.parse_type(src_text, shape).check(mesh, "source")
             dst = synth.parse_type(dst_text, shape or src.shape).check(mesh, "target")
-            return src.is_even(mesh) and dst.is_even(mesh)
+            return float(sum(t.shard_elems(mesh) * mesh.size - t.num_elems() for t in (src, dst)))
         except Exception:  # noqa: BLE001 - any failure means "does not fit"
-            return False
-    return fits
+            return float("inf")
+    return padding
 
 
 def _factorizations(n: int, k: int):
@@ -255,8 +256,9 @@ def _factorizations(n: int, k: int):
 
 def fit_mesh(names, sizes, n: int, fits=None) -> str:
     """Resize a mesh to ``n`` devices with the same axis names. Among the meshes with
-    ``n`` devices, prefer one that ``fits`` (e.g. divides the array evenly), then the
-    one closest to the old sizes (log distance, minor axes weighted more)."""
+    ``n`` devices, prefer the least ``fits(mesh_text)`` (the padding the shardings would
+    need; 0 = even), then the one closest to the old sizes (log distance, minor axes
+    weighted more)."""
     import math as _m
 
     names, sizes = tuple(names), tuple(sizes)
@@ -269,9 +271,7 @@ def fit_mesh(names, sizes, n: int, fits=None) -> str:
 
     cands = sorted(_factorizations(n, len(names)), key=dist)[:200]
     if fits is not None:
-        for sz in cands:
-            if fits(text(sz)):
-                return text(sz)
+        return text(min(cands, key=lambda sz: (fits(text(sz)), dist(sz))))
     return text(cands[0])
 
 
