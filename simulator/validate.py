@@ -173,14 +173,51 @@ def _summary(rows) -> dict:
             "bound_ok": all(r["bound_ok"] for r in rows)}
 
 
+def _model_key() -> str:
+    """A hash of everything the validation result depends on (data, profiles, model code)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    files = [DATA] + sorted((root / "models" / "profiles").glob("*.yaml")) + sorted((root / "models").glob("*.py"))
+    files += [root / "simulator" / "engine.py", Path(__file__)]
+    for f in files:
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            pass
+    return h.hexdigest()[:16]
+
+
 @lru_cache(maxsize=1)
 def _cached() -> dict:
-    return validate()
+    """The systems summary, from a per-user cache file keyed by :func:`_model_key` when one
+    exists (so the app pays the few seconds of simulation once per model version)."""
+    import json
+    import os
+
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "redistribution-simulator"
+    path = cache_dir / f"validate-{_model_key()}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    res = validate()
+    out = {"systems": res["systems"], "overall": res["overall"]}
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(out))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return out
 
 
 def model_error_by_system() -> dict:
-    """``{system: {"mape": float, "n": int, "worst": float}}`` over the published set (computed
-    once per process, a few seconds). Pair it with :func:`system_of_profile`."""
+    """``{system: {"mape": float, "n": int, "worst": float}}`` over the published set. Computed
+    once per model version (a few seconds) and then read from a small cache file. Pair it
+    with :func:`system_of_profile` to show a profile's model error."""
     res = _cached()
     return {k: {"mape": v["mape"], "n": v["n"], "worst": v["worst"]} for k, v in res["systems"].items()}
 

@@ -161,8 +161,12 @@ def test_a_flat_collective_over_4096_devices_replays():
 
 
 # -- validation against published measurements ---------------------------------------------------------
-def test_validate_against_published_measurements():
+def test_validate_against_published_measurements(tmp_path, monkeypatch):
+    from simulator import validate as vmod
     from simulator.validate import load_rows, model_error_by_system, system_of_profile, validate
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))   # the summary cache goes here
+    vmod._cached.cache_clear()
 
     rows = load_rows()
     assert len(rows) >= 25 and all(r["source"].startswith("https://") for r in rows)
@@ -177,6 +181,10 @@ def test_validate_against_published_measurements():
         assert r["algorithm"], r["id"]
     err = model_error_by_system()
     assert set(err) == systems and all({"mape", "n", "worst"} <= set(v) for v in err.values())
+    assert err["TPU ICI"]["mape"] == pytest.approx(res["systems"]["TPU ICI"]["mape"])
+    assert list(tmp_path.glob("redistribution-simulator/validate-*.json"))
+    vmod._cached.cache_clear()
+    assert model_error_by_system() == err                 # read back from the cache file
     assert system_of_profile("dgx-h100:2") == "H100 multi-node InfiniBand"
     assert system_of_profile("dgx-h100:1") == "H100/H200 NVLink node"
     assert system_of_profile("tpu-v4:4x4x4") == "TPU ICI"
