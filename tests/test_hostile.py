@@ -670,16 +670,28 @@ def run_worker(timeout=1200) -> dict:
         return json.loads(out.read_text())
 
 
+#: Runs one command and writes its peak memory (the only child's ru_maxrss, KiB) to a file,
+#: so that each case's peak is its own, not the largest of the test session's children.
+_PEAK_WRAPPER = ("import resource, subprocess, sys\n"
+                 "rc = subprocess.run(sys.argv[2:]).returncode\n"
+                 "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+                 "sys.exit(rc)\n")
+
+
 def run_subprocess_case(argv, tmp):
+    """``(exit status or None if it hung, stdout, stderr, wall seconds, peak bytes)``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("XLA_FLAGS", None)
+    peak_file = Path(tmp) / f"peak-{os.getpid()}-{time.monotonic_ns()}"
     t0 = time.perf_counter()
     try:
-        r = subprocess.run([sys.executable, "-m", *_fill(argv, tmp)], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=HANG_S + 20)  # + the interpreter's and JAX's start-up
+        r = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), sys.executable, "-m",
+                            *_fill(argv, tmp)], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=HANG_S + 20)  # + the interpreter's and JAX's start-up on a loaded host
     except subprocess.TimeoutExpired:
-        return None, "", "", time.perf_counter() - t0
-    return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0
+        return None, "", "", time.perf_counter() - t0, None
+    peak = int(peak_file.read_text()) * 1024 if peak_file.exists() else None
+    return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0, peak
 
 
 def summary(data: dict) -> str:
@@ -732,15 +744,14 @@ if pytest is not None and __name__ != "__main__":
 
     @pytest.mark.parametrize("cid, argv, expect", SUB, ids=[s[0] for s in SUB])
     def test_subprocess_case(sub_tmp, cid, argv, expect):
-        rc, out, err, wall = run_subprocess_case(argv, sub_tmp)
+        rc, out, err, wall, peak = run_subprocess_case(argv, sub_tmp)
         assert rc is not None, f"{cid}: hung (no exit within {HANG_S + 20:.0f} s)"
         if expect == "ok":
             assert rc == 0 and "Traceback" not in err, err[-500:]
         else:
             ok, why = _one_line_error(err)
             assert rc == 2 and ok, f"exit {rc}: {why}: {err[-500:]!r}"
-        # peak memory of every child so far (the largest one)
-        assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < MEMORY_LIMIT_BYTES
+        assert peak is not None and peak < MEMORY_LIMIT_BYTES, f"{cid}: peak memory {peak} bytes"
 
 
 if __name__ == "__main__":
@@ -748,5 +759,19 @@ if __name__ == "__main__":
         worker(sys.argv[2])
     elif len(sys.argv) >= 2 and sys.argv[1] == "--summary":
         print(summary(run_worker()))
+        with tempfile.TemporaryDirectory() as d:
+            make_files(Path(d))
+            bad, walls, peaks = [], [], []
+            for cid, argv, expect in SUB:
+                rc, out, err, wall, peak = run_subprocess_case(argv, d)
+                walls.append(wall)
+                peaks.append(peak or 0)
+                good = rc == 0 if expect == "ok" else (rc == 2 and _one_line_error(err)[0])
+                if not good:
+                    bad.append(f"{cid} (exit {rc}: {err.strip()[-200:]!r})")
+            print(f"subprocess sample: {len(SUB)} cases, failed {len(bad)}; slowest {max(walls):.1f} s "
+                  f"(interpreter start-up included); largest peak memory {max(peaks) / 1e9:.2f} GB")
+            for b in bad:
+                print("  FAILED " + b)
     else:
         print(__doc__)
