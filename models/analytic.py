@@ -80,13 +80,20 @@ def op_time_s(op, machine, chips=None, units=None) -> float:
     of the busiest link's bytes / capacity, reduction arithmetic)``. Equal to the flow-level
     simulation whenever the flows of a phase load their links evenly (uncontended cases).
     ``units`` is accepted for compatibility and ignored."""
-    from models.collectives import plan_op
-
     alpha = machine.alpha_s(op.kind)
     if op.kind in ("dyn_slice", "copy"):
         return alpha + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
+    return _op_time_cached(op, machine, None if chips is None else tuple(int(c) for c in chips))
+
+
+@lru_cache(maxsize=8192)
+def _op_time_cached(op, machine, chips) -> float:
+    """Ops, profiles and placements are immutable values: a planner that costs the same op
+    many times pays for its algorithm choice once."""
+    from models.collectives import plan_op
+
     plan = plan_op(op, machine, chips)
-    return alpha if plan is None else float(plan.analytic_s())
+    return machine.alpha_s(op.kind) if plan is None else float(plan.analytic_s())
 
 
 def op_algorithm(op, machine, chips=None) -> str | None:
