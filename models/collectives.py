@@ -23,6 +23,8 @@ Algorithms (``algorithm`` names the one chosen; docs/simulator.md has the deriva
   - ``nvls_tree`` (all-reduce across nodes): NVLS inside each node plus the inter-node trees.
   - ``sharp`` (all-reduce, profiles with ``sharp: 1``): InfiniBand SHARP -- reduce-scatter in
     the node, in-fabric all-reduce of each GPU's shard through its NIC, all-gather in the node.
+  - ``hier_ring`` (only when forced, e.g. ``with_algorithm(all_gather="hier_ring")``): a ring
+    inside each node and one ring per local rank across the nodes on ``1/k`` of the data.
   - protocols ``LL`` / ``LL128`` / ``Simple``: their own fixed and per-step latency (profile) and
     the share of the wire left for data (50%, 120/128, 100%). NVLS/SHARP run ``Simple``.
   - bandwidth: line rate x ``link_efficiency`` (NVLink) or ``nic_efficiency`` (NIC) x protocol
@@ -274,6 +276,18 @@ def _switched_flows(op, machine, topo, chips, algo, S, k):
             if len(nodes) > 1:
                 _tree_flows(ph, topo, chips, nodes, S / 2, R)
         return ph, 2, 2 * depth, R
+    if algo == "hier_ring":
+        # hierarchical: the node's part in a ring inside each node, the network part as one
+        # ring per local rank across the nodes (each on 1/k of the data), run concurrently
+        steps_node = 2 * (k - 1) if kind == "all_reduce" else k - 1
+        steps_net = 2 * (m - 1) if kind == "all_reduce" else m - 1
+        for g in op.groups:
+            nodes = list(_nodes_of(machine, chips, g).values())
+            for v in nodes:
+                _ring_flows(ph, topo, chips, v, steps_node * S / (n if kind != "all_reduce" else k))
+            for r in range(k):
+                _ring_flows(ph, topo, chips, [v[r] for v in nodes], steps_net * S / (k * m))
+        return ph, steps_node, steps_net, k
     if algo == "sharp":
         for g in op.groups:
             for v in _nodes_of(machine, chips, g).values():
@@ -296,6 +310,10 @@ def _plan_switched(op, machine, topo, chips, forced):
     uniform = len({len(v) for v in by0.values()}) == 1
     kind = op.kind
     cands = ["ring"]
+    if m > 1 and forced == "hier_ring":
+        # not a tuner candidate: NCCL's own hierarchy is the tree / NVLS tree, and the
+        # published large-scale runs are slower than a hierarchical ring would be
+        cands.append("hier_ring")
     if kind == "all_reduce":
         cands.append("tree")
         if machine.nvls_efficiency > 0 and n >= 2:
@@ -312,7 +330,7 @@ def _plan_switched(op, machine, topo, chips, forced):
     best = None
     for algo in cands:
         # ranks a chunk is pipelined through: the ring, or a node's chain/NVLS plus the tree
-        pipe = n if algo == "ring" else k + 2 * depth
+        pipe = n if algo == "ring" else (k + m if algo == "hier_ring" else k + 2 * depth)
         rho = 1.0
         if algo == "ring" and m > 1:
             # a NIC-bound multi-ring fills its pipeline at the NICs' pace: the half-bandwidth

@@ -34,9 +34,9 @@ TOPOLOGY_KINDS = ("torus", "switched", "cpu-host")
 WRAPAROUND_POLICIES = ("always", "never", "multiple_of_4", "full", "cubes", "v4_torus_shapes")
 #: Algorithms the simulator and the analytic model know, per schedule-op kind.
 ALGORITHMS = {
-    "all_gather": ("auto", "ring", "bidir_ring"),
-    "reduce_scatter": ("auto", "ring", "bidir_ring"),
-    "all_reduce": ("auto", "ring", "bidir_ring", "tree", "nvls", "nvls_tree", "sharp"),
+    "all_gather": ("auto", "ring", "bidir_ring", "hier_ring"),
+    "reduce_scatter": ("auto", "ring", "bidir_ring", "hier_ring"),
+    "all_reduce": ("auto", "ring", "bidir_ring", "hier_ring", "tree", "nvls", "nvls_tree", "sharp"),
     "all_to_all": ("auto", "direct"),
     "permute": ("auto", "direct"),
 }
