@@ -446,6 +446,18 @@ for key, values in APP_INPUTS.items():
         empty_ok = v == "" and key in ("shape", "machine_size")
         case(f"app-{key}-{i}", "success" if empty_ok else "app", "app", (key, v), "ok" if empty_ok else "error")
 case("app-default", "success", "app", None, "ok")
+# page inputs: folder boxes outside the results root, devices, damaged files
+PAGE_INPUTS = {
+    ("ui/pages/sweeps.py", "sweeps_dir"): ["/etc", "/dev/zero", "../../..", "/nonexistent/folder",
+                                           "{tmp}/nonutf8rows", "{tmp}/garbage", "\x00"],
+    ("ui/pages/calibration.py", "calib_dir"): ["/etc", "/dev/zero", "/nonexistent/folder", "{tmp}/nonutf8.json",
+                                               "../../.."],
+}
+# (placements on the Simulate and Compare pages are checked when the page's background
+# simulation finishes, which AppTest does not wait for; the CLI cases cover them)
+for (page, key), values in PAGE_INPUTS.items():
+    for i, v in enumerate(values):
+        case(f"app-{key}-{i}", "app", "app", (page, key, v), "error")
 
 # ---- real subprocesses: a sample, including the examples ----
 SUB = [
@@ -534,7 +546,7 @@ def make_files(tmp: Path) -> None:
 
 
 def _fill(argv, tmp):
-    return [a.replace("{tmp}", str(tmp)) if isinstance(a, str) else a for a in argv]
+    return type(argv)(a.replace("{tmp}", str(tmp)) if isinstance(a, str) else a for a in argv)
 
 
 # -- the worker: runs the in-process cases -------------------------------------------------------
@@ -608,7 +620,11 @@ def run_app_case(target, expect):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     if target is not None:
-        key, value = target
+        if len(target) == 3:
+            page, key, value = target
+            at.switch_page(page).run()
+        else:
+            key, value = target
         at.text_input(key=key).set_value(value).run()
     if at.exception:
         return False, "exception: " + str(at.exception[0].message)[:300]
@@ -641,7 +657,7 @@ def worker(out_path: str) -> None:
             elif surface == "api":
                 ok, why = run_api_case(target, expect)
             elif surface == "app":
-                ok, why = run_app_case(target, expect)
+                ok, why = run_app_case(_fill(target, tmp) if target else target, expect)
             else:
                 continue
         except Hang:
