@@ -284,7 +284,7 @@ def _switched_flows(op, machine, topo, chips, algo, S, k):
         for g in op.groups:
             nodes = list(_nodes_of(machine, chips, g).values())
             for v in nodes:
-                _ring_flows(ph, topo, chips, v, steps_node * S / (n if kind != "all_reduce" else k))
+                _ring_flows(ph, topo, chips, v, steps_node * S / k)   # blocks of S/k (all-gather: m*S/n)
             for r in range(k):
                 _ring_flows(ph, topo, chips, [v[r] for v in nodes], steps_net * S / (k * m))
         return ph, steps_node, steps_net, k

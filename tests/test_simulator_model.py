@@ -90,6 +90,11 @@ def test_multi_ring_uses_one_rail_per_nic_across_nodes():
     assert 0.8 * 8 * m.nic_bandwidth_Bps * m.nic_efficiency < busbw <= 8 * m.nic_bandwidth_Bps
     # the old single ring through one NIC per node boundary would be 8x slower
     assert res.time_s < S * 15 / 16 / m.nic_bandwidth_Bps / 4
+    # the hierarchical form, when forced, runs rings inside the nodes and one per local rank across
+    hier = simulate(one_op("all_gather", 16, S), m.with_algorithm(all_gather="hier_ring"))
+    assert hier.ops[0]["algorithm"].startswith("hier_ring/")
+    assert hier.lower_bound_s <= hier.time_s
+    np.testing.assert_allclose(hier.link_bytes_array[nic_out].sum(), S / 2 * 2)   # each node takes in S/2
 
 
 def test_tpu_multi_axis_collective_drives_every_dimension():
