@@ -98,6 +98,9 @@ def test_run_schedule_file(capsys, tmp_path):
     (["run", "--src", "[1024{q}, 4096]"], "q"),
     (["run", "--itemsize", "0"], "--itemsize"),
     (["run", "--bogus"], "unrecognized arguments"),
+    (["run", "--engine", "fast"], "invalid choice: 'fast'"),
+    (["validate", "--data", "/no/such/published.yaml"], "validate: cannot read /no/such/published.yaml"),
+    (["bench", "--flat", "7"], "--flat takes one of [512, 4096] or 0"),
     (["bench", "--sizes", "300"], "no benchmark shape for 300"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
