@@ -882,6 +882,8 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
             full_steps.append(AllPermute(dst))
         full_steps = _merge_permutes(full_steps)
         plan = Plan.build(mesh, usr_src, usr_dst, full_steps, itemsize, "auto")
+        if mesh.base:  # steps written on the refined mesh: the canonical form round-trips
+            plan = Plan.from_dict(plan.to_dict())
         # the search's cost is the schedule's: the same ops, consecutive slices fused, and
         # the size-1-axis relabellings at either end move nothing
         t_s, moved, ncoll = found.cost
@@ -962,6 +964,8 @@ def _auto_pending(usr_mesh, usr_src, usr_dst, wm, ws, wd, itemsize, cost, budget
     for steps in _candidates(wm, ws, wd, core, errors=errors):
         try:
             p = Plan.build(wm, usr_src, usr_dst, steps, itemsize, "auto")
+            if p.work_mesh.base:  # the canonical form round-trips
+                p = Plan.from_dict(p.to_dict())
         except RedistributionError as e:
             errors.append(e)
             continue
