@@ -335,6 +335,37 @@ def _repo_root() -> str:
     return str(Path(__file__).resolve().parents[1])
 
 
+class _native_stderr_to:
+    """With ``"quiet"``, collect what native code writes to file descriptor 2 (Ray's
+    C++ client logs every retry there) instead of showing it; ``None`` changes nothing."""
+
+    def __init__(self, mode):
+        self.mode, self.log, self.saved = mode, {"text": ""}, None
+
+    def __enter__(self):
+        if self.mode != "quiet":
+            return self.log
+        import tempfile
+
+        try:
+            self.tmp = tempfile.TemporaryFile(mode="w+b")
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+            os.dup2(self.tmp.fileno(), 2)
+        except OSError:
+            self.saved = None
+        return self.log
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+            self.tmp.seek(0)
+            self.log["text"] = self.tmp.read().decode("utf-8", "replace")
+            self.tmp.close()
+        return False
+
+
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast (Ray itself retries for minutes) when nothing answers at ``address``."""
     import socket
@@ -379,17 +410,21 @@ class RayEngine:
         if address is not None:
             _check_reachable(address)
         try:
-            if address is None:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                         configure_logging=True, logging_level="ERROR", runtime_env=env,
-                         object_store_memory=256 << 20)  # units pass small objects only
-            else:
-                ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=env)
+            with _native_stderr_to(None if address is None else "quiet") as log:
+                if address is None:
+                    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                             configure_logging=True, logging_level="ERROR", runtime_env=env,
+                             object_store_memory=256 << 20)  # units pass small objects only
+                else:
+                    ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=env)
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             where = f"--address {address}" if address else "a local Ray"
-            raise ExperimentError(f"{where}: could not start or join Ray ({msg[:200]}); start a head with "
-                                  "'ray start --head' and pass its address, or omit --address") from None
+            hint = ("start a head with 'ray start --head' and pass its address, or omit --address")
+            if "auth" in log.get("text", "").lower() or "auth" in msg.lower():
+                hint = ("the cluster wants token authentication: set RAY_AUTH_MODE=token (and RAY_AUTH_TOKEN, "
+                        "or copy ~/.ray/auth_token, from the head) before running")
+            raise ExperimentError(f"{where}: could not start or join Ray ({msg[:200]}); {hint}") from None
         self.capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.fn = ray.remote(num_cpus=1, max_retries=0)(_task)
         self.inflight: dict = {}  # ObjectRef -> (unit, deadline)

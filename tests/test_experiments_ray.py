@@ -79,3 +79,74 @@ def test_unreachable_address_is_one_line_exit_2_and_rows_stay(tmp_path):
     assert r.returncode == 2 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr
     r = _cli("run", SMOKE, "--out", out, "--address", "127.0.0.1:6379")
     assert r.returncode == 2 and "--engine ray" in r.stderr
+
+
+FAST = """
+name: fast
+suites:
+  - random: {count: 6, seed: 5, max_devices: 16}
+machines: [tpu-v4]
+planners: [easy, normal]
+runner: {workers: 2, timeout_s: 120, simulator: analytic}
+"""
+
+
+def test_joins_an_existing_cluster_with_token_auth(tmp_path):
+    """`ray start --head` (token authentication on, as `ray start` does by default in
+    Ray 2.60), then --address: without the token mode the run stops with one line that
+    says what to set; with it, the units run on the cluster (the project's packages
+    travel as py_modules)."""
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "fast.yaml"
+    cfg.write_text(FAST)
+    env = dict(os.environ, RAY_AUTH_MODE="token")
+    env.pop("RAY_ADDRESS", None)
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen([ray_bin, "start", "--head", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard=false", "--disable-usage-stats", "--block"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("the Ray head did not come up in 120 s")
+        bare = dict(os.environ)
+        bare.pop("RAY_AUTH_MODE", None)
+        bare.pop("XLA_FLAGS", None)
+        r = subprocess.run([sys.executable, "-m", "experiments", "run", str(cfg), "--out", str(tmp_path / "a"),
+                            "--no-progress", "--engine", "ray", "--address", f"127.0.0.1:{port}"],
+                           cwd=ROOT, env=bare, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2
+        lines = [x for x in r.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and "RAY_AUTH_MODE=token" in lines[0], r.stderr[-2000:]
+        ok = dict(bare, RAY_AUTH_MODE="token")
+        r = subprocess.run([sys.executable, "-m", "experiments", "run", str(cfg), "--out", str(tmp_path / "b"),
+                            "--no-progress", "--json", "--engine", "ray", "--address", f"127.0.0.1:{port}"],
+                           cwd=ROOT, env=ok, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        s = json.loads(r.stdout)
+        expected = {i for u in load_config(cfg).units() for i in u.ids}
+        assert s["engine"] == "ray" and s["rows_ok"] == len(expected)
+        assert {x["id"] for x in _lines(tmp_path / "b")} == expected
+    finally:
+        try:
+            os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops what it started
+            head.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
