@@ -412,7 +412,8 @@ class RayEngine:
         try:
             with _native_stderr_to(None if address is None else "quiet") as log:
                 if address is None:
-                    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                    # "local": always a new Ray of our own, never a cluster left running on this host
+                    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                              configure_logging=True, logging_level="ERROR", runtime_env=env,
                              object_store_memory=256 << 20)  # units pass small objects only
                 else:

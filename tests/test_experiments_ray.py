@@ -150,3 +150,26 @@ def test_joins_an_existing_cluster_with_token_auth(tmp_path):
             os.killpg(head.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_ray_cancels_units_past_the_timeout(tmp_path):
+    """On Ray, a unit past runner.timeout_s is cancelled and recorded as timeout rows,
+    as with the local engine, and the run goes on and ends."""
+    cfg = tmp_path / "slow.yaml"
+    cfg.write_text("""
+name: slow
+cases:
+  - {name: a, mesh: "x=4", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+  - {name: b, mesh: "x=2", src: "[8{x}, 8]", dst: "[8, 8{x}]"}
+machines: [tpu-v4]
+planners: [normal]
+runner: {workers: 2, timeout_s: 4, unit_delay_s: 30, simulator: analytic}
+""")
+    r = _cli("run", cfg, "--out", tmp_path / "o", "--json", "--no-progress", "--engine", "ray", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = _lines(tmp_path / "o")
+    assert len(rows) == 2 and all(x["status"] == "timeout" for x in rows)
+    assert all("timed out after 4 s" in x["error"] for x in rows)
+    s = json.loads(r.stdout)
+    assert s["rows_timeout"] == 2 and s["engine"] == "ray"
+    assert s["wall_s"] < 120  # the 30 s units were cancelled, not waited for
