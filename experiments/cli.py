@@ -1,6 +1,7 @@
 """``python -m experiments``: run sweep configs and report on their results.
 
     python -m experiments run experiments/configs/smoke.yaml --out results/smoke
+    python -m experiments run CONFIG --out DIR --engine ray [--address HEAD:6379]   # on Ray
     python -m experiments report results/smoke            # writes results/smoke/report.html
     python -m experiments report results/smoke --markdown # the summary as a markdown table
     python -m experiments suites [--suite transformer]    # list the suites' cases
@@ -29,9 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     r = sub.add_parser("run", help="run a sweep config into a results folder (resumes if it has rows)",
                        description="Run every case x machine x planner x what-if knob of CONFIG in "
-                       "parallel worker processes. Rows are appended to OUT/rows.jsonl as each "
-                       "case finishes; rerunning skips rows already there. Writes "
-                       "OUT/results.csv and OUT/results.parquet.")
+                       "parallel worker processes (--engine local) or as Ray tasks (--engine ray). Rows "
+                       "are appended to OUT/rows.jsonl as each case finishes; rerunning skips rows already "
+                       "there. One run at a time may write to OUT. Writes OUT/results.csv and "
+                       "OUT/results.parquet.")
     r.add_argument("config", help="YAML config, e.g. experiments/configs/smoke.yaml")
     r.add_argument("--out", required=True, help="results folder (created if missing)")
     r.add_argument("--workers", type=int_arg(1, maximum=1024), default=None,
