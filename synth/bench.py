@@ -251,7 +251,8 @@ def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = No
     from synth.planners import synthesize
 
     out = {"cases": cases, "seed": seed, "bounded_exists": 0, "bound_misses": 0,
-           "above_min_max_shard": 0, "auto_optimal": 0, "optimal_costlier_than_normal": 0, "checked_exactly": 0,
+           "above_min_max_shard": 0, "below_via_sub_axes": 0, "auto_within_bound": 0, "auto_optimal": 0,
+           "optimal_costlier_than_normal": 0, "checked_exactly": 0,
            "precondition_true": 0, "precondition_false": 0, "examples": []}
     for mesh, src, dst in agreement_cases(cases, seed):
         pre = all(s % mesh.size == 0 for s in src.shape)
@@ -267,6 +268,8 @@ def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = No
         above = plan.max_shard_bytes > m
         out["bound_misses"] += miss
         out["above_min_max_shard"] += above
+        out["below_via_sub_axes"] += plan.max_shard_bytes < m  # sub-axes beat whole axes
+        out["auto_within_bound"] += plan.bound_holds
         optimal = bool(plan.search and plan.search.get("optimal"))
         out["auto_optimal"] += optimal
         # a proven-optimal plan costs no more than normal's whenever normal's is within

@@ -125,11 +125,14 @@ def main(argv=None) -> int:
                 print(f"synth agreement: auto vs an exhaustive search over the same moves, {res['cases']} "
                       f"seeded cases (seed {res['seed']}; precondition true {res['precondition_true']}, "
                       f"false {res['precondition_false']}; rank <= 3)\n"
-                      f"  bounded plan exists       {res['bounded_exists']}\n"
-                      f"  bound misses              {res['bound_misses']}   (target 0)\n"
-                      f"  above least largest shard {res['above_min_max_shard']}   (target 0)\n"
-                      f"  plans checked exactly     {res['checked_exactly']}\n"
-                      f"  auto proven optimal       {res['auto_optimal']}")
+                      f"  bounded plan exists (whole axes)   {res['bounded_exists']}\n"
+                      f"  bound misses                       {res['bound_misses']}   (target 0)\n"
+                      f"  above least largest shard          {res['above_min_max_shard']}   (target 0)\n"
+                      f"  below it thanks to sub-axes        {res['below_via_sub_axes']}\n"
+                      f"  auto within the bound              {res['auto_within_bound']}\n"
+                      f"  plans checked exactly              {res['checked_exactly']}\n"
+                      f"  auto proven optimal                {res['auto_optimal']}\n"
+                      f"  optimal yet costlier than normal   {res['optimal_costlier_than_normal']}   (target 0)")
                 for ex in res["examples"]:
                     print(f"  counterexample: {ex}")
         return 0

@@ -51,7 +51,7 @@ def test_second_issue_example_is_bounded_with_sub_axes():
     check_plan_exact(whole)
     assert whole.max_shard_bytes == 128 and whole.search["min_max_shard_bytes"] == 128
     assert any("no plan over whole mesh axes stays within" in n for n in whole.notes)
-    assert "NO plan stays within the bound" in str(whole)
+    assert "NO plan over whole mesh axes stays within the bound" in str(whole)
 
 
 def test_third_issue_example_is_bounded_and_within_budget_scaled_down():
