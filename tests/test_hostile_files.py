@@ -223,3 +223,14 @@ def test_our_plans_and_their_schedules_pass_the_schema(tmp_path):
         f = tmp_path / f"{planner}.json"
         f.write_text(json.dumps(d))
         assert synth.Schedule.load(f).to_dict() == plan.to_schedule().to_dict()
+
+
+def test_pydantic_stays_out_of_import_synth():
+    import subprocess
+    import sys
+
+    code = "import sys, synth, synth.limits, synth.fileio; print('pydantic' in sys.modules, 'yaml' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
