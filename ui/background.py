@@ -47,7 +47,7 @@ def show_job(pending) -> None:
             st.progress(0.0, text=f"waiting for a free worker: position {pos} in the queue, "
                                   f"{jobs.MAX_RUNNING} job(s) run at once")
         else:
-            text = job.text or "starting"
+            text = job.text or "running (the simulator reports progress as each op finishes)"
             st.progress(job.fraction, text=f"{text} ({fmt_seconds(job.elapsed_s)} elapsed)")
         if st.button("Cancel", key=f"{slot}_cancel_job", type="secondary"):
             m.cancel(sid, slot)

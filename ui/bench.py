@@ -98,7 +98,7 @@ def _set_sidebar(at, **values):
     at.run()
 
 
-def run_interactions() -> list[dict]:
+def run_interactions(log: bool = False) -> list[dict]:
     import streamlit as st
 
     rows = []
@@ -126,6 +126,9 @@ def run_interactions() -> list[dict]:
             dt = time.perf_counter() - t0
             ok = not at.exception and not at.error
             rows.append({"page": page, "interaction": label, "seconds": dt, "ok": ok, "background": bg})
+            if log:
+                print(f"  {page} {label}: {dt:.3f} s{' (background job)' if bg else ''}", file=sys.stderr,
+                      flush=True)
     return rows
 
 
@@ -203,11 +206,12 @@ def main(argv=None) -> int:
     p.add_argument("--big-limit", type=float, default=120.0,
                    help="seconds to wait for the 4096-device simulation (default: %(default)s)")
     p.add_argument("--skip-big", action="store_true", help="only the 64-device interactions")
+    p.add_argument("--progress", action="store_true", help="print each figure to stderr as it is measured")
     args = p.parse_args(argv)
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
-    rows = run_interactions()
+    rows = run_interactions(log=args.progress)
     inter = [r["seconds"] for r in rows if r["interaction"] != "first load (cold caches)"]
     summary = {"interactions": len(inter), "max_interaction_s": max(inter),
                "median_interaction_s": sorted(inter)[len(inter) // 2], "target_s": 1.0,
@@ -232,7 +236,7 @@ def main(argv=None) -> int:
     if big:
         print("\n4096 devices (tpu-v4:16x16x16, data=512,model=8):")
         s = big.get("simulate_4096_s")
-        print(f"  Simulate until the result is shown: "
+        print("  Simulate until the result is shown: "
               + (f"{s:.1f} s" if s is not None else f"not finished within {big['simulate_4096_limit_s']:.0f} s")
               + f" (target <= 15 s); estimate shown first: {big.get('estimate_shown')}")
         print(f"  progress seen: {big.get('progress_updates_seen')}")

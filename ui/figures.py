@@ -176,9 +176,22 @@ def layout_figure(t, mesh, title: str = "", max_text_cells: int = 256) -> go.Fig
         texts.append(label if not many else "")
         hovers.append(hover)
         colors.append(color)
-    fig.add_scatter(x=xs, y=ys, mode="text" if not many else "markers", text=texts,
-                    textfont=dict(size=11 if nr * nc <= 32 else 9), hovertext=hovers, hoverinfo="text",
-                    marker=dict(size=4, color="rgba(0,0,0,0)"), showlegend=False)
+    if many:  # one heatmap instead of thousands of shapes: light enough for any browser
+        import numpy as np
+
+        z = np.full((nr, nc), np.nan)
+        hov = np.full((nr, nc), "", dtype=object)
+        for ((r, c), devs), h in zip(sorted(info["cells"].items()), hovers):
+            z[r, c] = min(devs)
+            hov[r, c] = h
+        fig.add_heatmap(z=z, x0=cs / 2, dx=cs, y0=rs / 2, dy=rs, colorscale="Turbo", showscale=True,
+                        colorbar=dict(title="first device"), customdata=hov,
+                        hovertemplate="%{customdata}<extra></extra>")
+        shapes = []
+    else:
+        fig.add_scatter(x=xs, y=ys, mode="text", text=texts,
+                        textfont=dict(size=12 if nr * nc <= 32 else 9, color="#111"), hovertext=hovers,
+                        hoverinfo="text", showlegend=False)
     # padding of uneven dims: the padded grid extends beyond the array
     pad_note = []
     pads = []
