@@ -763,8 +763,10 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
         return p
     try:
         q = _plan_auto_once(work, refine_type(src, work), refine_type(dst, work), itemsize,
-                            cost=cost, budget_s=left, usr=(src, dst))
+                            cost=cost, budget_s=left, usr=(src, dst), fallback=False)
     except RedistributionError:
+        return p
+    if q is None:  # the budget ran out before the refined search found a plan
         return p
     if q.max_shard_bytes < p.max_shard_bytes:
         note = (f"auto: splitting mesh axes into prime factors (sub-axes) lowers the largest shard "
@@ -786,7 +788,7 @@ def _primes(n: int) -> list[int]:
 
 
 def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
-                    cost=None, budget_s: float = DEFAULT_BUDGET_S, usr=None) -> Plan:
+                    cost=None, budget_s: float = DEFAULT_BUDGET_S, usr=None, fallback=True) -> Plan | None:
     """The ``auto`` plan (see the module docstring). ``cost`` is a cost model with
     ``op_time_s(op)``, ``comm_floor_s()`` and ``plan_lower_bound_s(need_bytes)``
     (:class:`DefaultCost` when None; ``models.plan_cost.machine_cost`` for a machine).
@@ -827,8 +829,9 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
                   "elapsed_s": float(time.perf_counter() - t0), "states": 0}
         return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
                     tuple(plan.notes) + (note,), search=search)
-    # the search stops at 90% of the budget: the rest builds and checks the plan
-    deadline = t0 + 0.9 * budget_s
+    # the search stops at 75% of the budget: the rest builds and checks the plan (or
+    # falls back to normal's)
+    deadline = t0 + 0.75 * budget_s
     S0, T = _strip(src, mesh), _strip(dst, mesh)
     sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP,
                    pending=tuple(src.unreduced))
@@ -893,6 +896,8 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
         # the size-1-axis relabellings at either end move nothing
         t_s, moved, ncoll = found.cost
     else:
+        if not fallback:
+            return None
         plan = plan_normal(usr_mesh, usr_src, usr_dst, itemsize)
         notes.append(
             f"auto: the time budget of {budget_s * 1e3:g} ms ran out before the search found a "
