@@ -36,7 +36,9 @@ def test_reference_search_on_known_cases(mesh, src, dst, expect_elems):
 
 
 def test_auto_agrees_with_the_exhaustive_search_on_1000_seeded_cases():
-    res = run_agreement(1000, SEED)
+    # a generous budget: this checks the search, not the speed of a loaded CI machine
+    # (with the default 100 ms a budget that runs out returns normal's plan, with a note)
+    res = run_agreement(1000, SEED, budget_ms=10_000)
     assert res["cases"] == 1000 and res["checked_exactly"] == 1000
     # both sides of the paper's precondition, and cases without any bounded plan
     assert res["precondition_true"] >= 200 and res["precondition_false"] >= 200
