@@ -57,8 +57,17 @@ def run_relabelled(plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     import jax
 
     from executor.lowering import body_for
-    from executor.run import (OutputMismatch, _bits, _enable_x64_if, check_output, jax_mesh, make_input,
-                              named_sharding, physical_input, resolve_dtype)
+    from executor.run import (
+        OutputMismatch,
+        _bits,
+        _enable_x64_if,
+        check_output,
+        jax_mesh,
+        make_input,
+        named_sharding,
+        physical_input,
+        resolve_dtype,
+    )
 
     requested, order = relabelling(plan)
     mesh = plan.work_mesh

@@ -534,7 +534,6 @@ def _astar(sr: _Searcher, cap: int, full: bool, upper=None):
     plan within ``cap`` that is not cheaper than ``upper`` when nothing was found).
     Raises :class:`_Timeout` with the state attached when the deadline passes."""
     S0, T = sr.S0, sr.T
-    floor = sr.floor
     run_matters = not sr.local_free
 
     h = sr.h_cheap
@@ -799,9 +798,7 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
     memory cap costs less), ``gap_s``, ``bound_bytes``, ``max_shard_bytes``,
     ``bound_met``, ``min_max_shard_bytes`` (the proven least largest shard of any plan,
     or None when not established), ``budget_s``, ``elapsed_s``, ``states``."""
-    from synth.planners import MAX_FUSED_GROUP, plan_normal
-
-    from synth.planners import _on_work_mesh
+    from synth.planners import MAX_FUSED_GROUP, _on_work_mesh, plan_normal
 
     t0 = time.perf_counter()
     cost = cost if cost is not None else DefaultCost()

@@ -49,7 +49,7 @@ def test_auto_agrees_with_the_exhaustive_search_on_1000_seeded_cases():
 
 
 def test_agreement_cases_stay_small_and_rank_3():
-    for mesh, src, dst in agreement_cases(200, SEED)[::2]:
+    for _mesh, src, dst in agreement_cases(200, SEED)[::2]:
         assert src.rank <= 3 and src.shape == dst.shape
     small = agreement_cases(8, SEED)[0::4] + agreement_cases(8, SEED)[1::4]
     assert all(m.size <= 16 for m, _, _ in small)
