@@ -469,7 +469,10 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
         reasons.append(f"XLA logged '{REMAT_LOG}'")
     if global_bytes:
         for op in ops:
-            if not op.is_local and op.out_bytes >= global_bytes and final < global_bytes:
+            # a collective that grows a buffer to the whole array; an all-reduce of a
+            # full-size pending sum (in = out) keeps the size it was given
+            if not op.is_local and op.out_bytes >= global_bytes and op.out_bytes > op.in_bytes \
+                    and final < global_bytes:
                 reasons.append(f"{op.label} builds the whole array ({op.out_bytes} bytes) on each "
                                f"device; the result is {final} bytes")
     peak = max([initial, final] + [op.in_bytes + op.out_bytes for op in ops])

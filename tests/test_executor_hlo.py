@@ -377,3 +377,30 @@ def test_compile_only_xla_schedule_flags_the_issue_case():
         sched = executor.xla_schedule(mesh, src, dst, partitioner=part)
         assert sched.num_devices == 8 and sched.meta["full_remat"] is True
         assert any(op.kind == "all_gather" and op.out_bytes == 8 * 16 * 8 * 4 for op in sched.ops)
+
+
+def test_all_reduce_of_a_full_size_pending_sum_is_not_a_remat():
+    """Reducing a pending sum whose partial blocks are the whole array keeps the size
+    each device already holds: no full rematerialization, whatever the result size."""
+    text = """HloModule ar, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (p: f32[64]) -> f32[8] {
+  %p = f32[64]{0} parameter(0)
+  %ar = f32[64]{0} all-reduce(%p), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add
+  %pid = u32[] partition-id()
+  %c = u32[] constant(8)
+  %off = u32[] multiply(%pid, %c)
+  ROOT %ds = f32[8]{0} dynamic-slice(%ar, %off), dynamic_slice_sizes={8}
+}
+"""
+    s = hlo_to_schedule(text, global_bytes=256)
+    assert [o.kind for o in s.ops] == ["all_reduce", "dyn_slice"] and not s.meta["full_remat"]
+    grown = text.replace("f32[64]{0} all-reduce", "f32[64]{0} all-gather").replace(
+        "%p = f32[64]{0} parameter(0)", "%p = f32[8]{0} parameter(0)").replace(", to_apply=%add", ", dimensions={0}")
+    assert hlo_to_schedule(grown, global_bytes=256).meta["full_remat"]
