@@ -25,7 +25,8 @@ Byte counts follow :mod:`synth.schedule` (per participating device). For an
 **Full rematerialization.** XLA's SPMD partitioner falls back, when it finds no
 better way, to replicating the whole array and slicing it ("Involuntary full
 rematerialization" in its log). The reader flags a schedule when a collective produces
-a buffer as large as the whole array while the program's result is smaller, or when
+a buffer as large as the whole array while the program's input and result are smaller
+(so reducing a pending sum whose partials are whole arrays is not flagged), or when
 the log text passed in holds that message. ``meta['full_remat']`` holds the verdict and
 ``meta['full_remat_reason']`` the evidence.
 """
@@ -469,9 +470,10 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
         reasons.append(f"XLA logged '{REMAT_LOG}'")
     if global_bytes:
         for op in ops:
-            # a collective that grows a buffer to the whole array; an all-reduce of a
-            # full-size pending sum (in = out) keeps the size it was given
-            if not op.is_local and op.out_bytes >= global_bytes and op.out_bytes > op.in_bytes \
+            # a collective builds a whole-array buffer on devices that started with less
+            # (TPU may do it as an all-reduce of a zero-padded shard); reducing a pending
+            # sum whose partials are already whole-array sized is not a rematerialization
+            if not op.is_local and op.out_bytes >= global_bytes and initial < global_bytes \
                     and final < global_bytes:
                 reasons.append(f"{op.label} builds the whole array ({op.out_bytes} bytes) on each "
                                f"device; the result is {final} bytes")

@@ -404,3 +404,11 @@ ENTRY %main (p: f32[64]) -> f32[8] {
     grown = text.replace("f32[64]{0} all-reduce", "f32[64]{0} all-gather").replace(
         "%p = f32[64]{0} parameter(0)", "%p = f32[8]{0} parameter(0)").replace(", to_apply=%add", ", dimensions={0}")
     assert hlo_to_schedule(grown, global_bytes=256).meta["full_remat"]
+    # TPU's way to replicate: each device pads its shard into a zero whole-array buffer
+    # and all-reduces it; that is a rematerialization
+    padded = text.replace("ENTRY %main (p: f32[64])", "ENTRY %main (p: f32[8])").replace(
+        "%p = f32[64]{0} parameter(0)",
+        "%p = f32[8]{0} parameter(0)\n  %z = f32[] constant(0)\n  %pad = f32[64]{0} pad(%p, %z), padding=0_56")
+    padded = padded.replace("all-reduce(%p)", "all-reduce(%pad)")
+    s2 = hlo_to_schedule(padded, global_bytes=256)
+    assert [o.kind for o in s2.ops if not o.is_local] == ["all_reduce"] and s2.meta["full_remat"]
