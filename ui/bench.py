@@ -50,7 +50,7 @@ SCENARIOS = [
     ("ui/pages/compare.py", [
         ("bandwidth x2", "select_slider", "cmp_bw_scale", 2.0),
         ("latency x4", "select_slider", "cmp_lat_scale", 4.0),
-        ("back to bandwidth x1 (cached)", "select_slider", "cmp_bw_scale", 1.0),
+        ("bandwidth x1 (latency still x4: new)", "select_slider", "cmp_bw_scale", 1.0),
         ("placement data=Z*Y:2,model=Y:2*X (invalid on 16x4: error)", "text_input", "cmp_placement",
          "data=Z*Y:2,model=Y:2*X"),
         ("mesh data=8,model=8", "selectbox", "cmp_mesh", "data=8,model=8"),

@@ -329,6 +329,15 @@ def run_work(slot: str, func: str, args: tuple, units: float, what: str):
     return Pending(job, slot, what)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def check_placement(placement: str, mesh_text: str, profile: str, size: str) -> None:
+    """Parse a placement against the machine before any work starts (one line if bad)."""
+    if not placement.strip():
+        return
+    models = importlib.import_module("models")
+    models.Placement.of(placement.strip(), synth.Mesh.parse(mesh_text), machine(profile, size))
+
+
 def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
                latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
     """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
@@ -337,6 +346,7 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
 
     sched = schedule or plan.to_schedule()
     _check_size(sched.num_devices, "simulate")
+    check_placement(placement, str(plan.mesh), sc.machine_profile, sc.machine_size)
     sj = _schedule_key(sched)
     units = work.schedule_units(json.loads(sj))
     return run_work("simulate", "ui.work:simulate_view",
@@ -353,6 +363,7 @@ def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement
     keyed = {name: _schedule_key(s) for name, s in schedules.items()}
     n = max((s.num_devices for s in schedules.values()), default=0)
     _check_size(n, "compare")
+    check_placement(placement, mesh_text, sc.machine_profile, sc.machine_size)
     units = sum(work.schedule_units(json.loads(v)) for v in set(keyed.values()))
     return run_work("compare", "ui.work:compare_view",
                     (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),

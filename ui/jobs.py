@@ -37,7 +37,7 @@ INLINE_S = 1.0
 #: A job running longer than this is stopped with a message.
 MAX_JOB_S = float(os.environ.get("APP_MAX_JOB_S", 600))
 #: Jobs running at once (the others wait in order).
-MAX_RUNNING = int(os.environ.get("APP_MAX_JOBS", max(1, min(4, (os.cpu_count() or 2) - 1))))
+MAX_RUNNING = int(os.environ.get("APP_MAX_JOBS", max(2, min(4, (os.cpu_count() or 2) - 1))))
 #: Address-space limit of a worker process (RLIMIT_AS).
 WORKER_MEMORY_BYTES = int(os.environ.get("APP_WORKER_MEMORY_BYTES", 8 * 2**30))
 #: Finished results kept for every session.
@@ -61,6 +61,13 @@ def _worker_main(conn, func: str, args: tuple, mem_bytes: int):
             if resource.getrlimit(resource.RLIMIT_AS)[1] > 0 else mem_bytes
         resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
     except (ImportError, ValueError, OSError):
+        pass
+    try:  # `kill -USR1 PID` prints the worker's stack (for diagnosing a slow job)
+        import faulthandler
+        import signal
+
+        faulthandler.register(signal.SIGUSR1)
+    except (ImportError, AttributeError, ValueError, OSError):
         pass
     last = [0.0]
 

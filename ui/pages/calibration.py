@@ -72,22 +72,28 @@ def _link_classes_frame(prof: dict) -> pd.DataFrame | None:
 
 
 def _scatter(groups: dict, title: str, x_label: str, y_label: str) -> go.Figure:
-    """``groups``: name -> (x seconds, y seconds, hover texts). Log-log with y = x."""
+    """``groups``: name -> (x seconds, y seconds, hover texts). Log-log with y = x; tick
+    labels in adaptive time units (ns/us/ms/s)."""
+    from ui.figures import _log_ticks
+
     fig = go.Figure()
     lo, hi = float("inf"), 0.0
     for i, (name, (xs, ys, texts)) in enumerate(groups.items()):
         if not xs:
             continue
-        xs_us = [x * 1e6 for x in xs]
-        ys_us = [y * 1e6 for y in ys]
-        lo = min(lo, *xs_us, *ys_us)
-        hi = max(hi, *xs_us, *ys_us)
-        fig.add_scatter(x=xs_us, y=ys_us, mode="markers", name=name, text=texts,
+        lo = min(lo, *xs, *ys)
+        hi = max(hi, *xs, *ys)
+        fig.add_scatter(x=list(xs), y=list(ys), mode="markers", name=name, text=texts,
+                        customdata=[[fmt_seconds(x), fmt_seconds(y)] for x, y in zip(xs, ys)],
                         marker=dict(size=9, color=_PALETTE[i % len(_PALETTE)], opacity=0.8),
-                        hovertemplate="%{text}<br>measured %{x:.1f} us<br>predicted %{y:.1f} us<extra></extra>")
+                        hovertemplate="%{text}<br>measured %{customdata[0]}<br>predicted %{customdata[1]}"
+                                      "<extra></extra>")
     if hi > 0:
         fig.add_scatter(x=[lo / 1.5, hi * 1.5], y=[lo / 1.5, hi * 1.5], mode="lines", name="predicted = measured",
                         line=dict(dash="dash", color="#888"))
+        vals, labels = _log_ticks(max(lo, 1e-12), hi, None, fmt_seconds)
+        fig.update_xaxes(tickvals=vals, ticktext=labels)
+        fig.update_yaxes(tickvals=vals, ticktext=labels)
     fig.update_layout(title=title, xaxis=dict(title=x_label, type="log"), yaxis=dict(title=y_label, type="log"),
                       height=420, margin=dict(l=40, r=20, t=60, b=40))
     return fig
@@ -167,7 +173,7 @@ def _show(path, prof, rep):
             g[2].append(f"{r['strategy']}: {r['mesh']} {r['src']} -> {r['dst']}<br>"
                         f"error {r['abs_pct_err']:.1f} %")
         st.plotly_chart(_scatter(groups, "Held-out whole plans: measured vs predicted",
-                                 "measured (us)", "predicted by the simulator (us)"), key="calib_heldout")
+                                 "measured", "predicted by the simulator"), key="calib_heldout")
         fitg = {}
         for r in rep.get("microbenchmarks") or []:
             if "fit_s" in r:
@@ -183,7 +189,7 @@ def _show(path, prof, rep):
                 g[2].append(f"{r['strategy']}: {r['mesh']} {r['src']} -> {r['dst']}")
         if fitg:
             st.plotly_chart(_scatter(fitg, "Fit: microbenchmarks and training plans",
-                                     "measured (us)", "fitted model (us)"), key="calib_fit")
+                                     "measured", "fitted model"), key="calib_fit")
         by = rep.get("mape_by_strategy") or {}
         if by:
             st.subheader("Held-out error by strategy")
