@@ -145,7 +145,7 @@ def test_report_html_and_summary(smoke, tmp_path):
             float((xb["max_shard_bytes"] > xb["bound_bytes"]).mean()))
         assert vs[p]["ours_over_bound_share"] == 0.0
     md = rep.markdown()
-    assert md.splitlines()[0].startswith("| normal vs | machine | case x machine | geomean speedup")
+    assert md.splitlines()[0].startswith("| normal vs | machine | XLA compiler | case x machine | geomean speedup")
     assert "| xla-shardy | all |" in md
 
 
@@ -156,7 +156,7 @@ def test_report_cli_forms(smoke, tmp_path):
     d = json.loads(r.stdout)
     assert {s["vs"] for s in d["summary"]} >= {"xla-shardy", "xla-gspmd"}
     r = _cli("report", out, "--markdown", "--html", tmp_path / "y.html")
-    assert r.returncode == 0 and r.stdout.startswith("| normal vs |")
+    assert r.returncode == 0 and r.stdout.startswith("| auto vs |")  # the CLI compares auto by default
     r = _cli("report", out, "--html", tmp_path / "z.html")
     assert r.returncode == 0 and "geo speedup" in r.stdout and "HTML report:" in r.stdout
 
