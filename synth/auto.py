@@ -399,10 +399,16 @@ def _assign_products(rest, sz, extra, tick=None):
     product ``extra[i]``; each dim's axes in the order of ``rest``."""
     out = []
     rank = len(extra)
+    # suffix[k]: the product of the sizes of rest[k:], the most the remaining axes can add
+    suffix = [1] * (len(rest) + 1)
+    for k in range(len(rest) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] * sz[rest[k]]
 
     def rec(k, rem, acc):
         if tick is not None:
             tick()
+        if math.prod(rem) > suffix[k]:
+            return
         if k == len(rest):
             if all(r == 1 for r in rem):
                 out.append(tuple(tuple(a) for a in acc))
@@ -776,6 +782,10 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *,
     return p
 
 
+def _fmt_t(v: float) -> str:
+    return f"{v * 1e3:.4g} ms" if v >= 1e-3 else f"{v * 1e6:.4g} us"
+
+
 def _primes(n: int) -> list[int]:
     out, f = [], 2
     while f * f <= n:
@@ -914,8 +924,8 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
     if timed_out and found is not None:
         notes.append(
             f"auto: the time budget of {budget_s * 1e3:g} ms ran out; this is the best plan found, "
-            f"within {max(t_s - lower, 0.0) * 1e6:.3g} us of the proven lower bound "
-            f"({lower * 1e6:.3g} us); raise --budget-ms to search longer")
+            f"within {_fmt_t(max(t_s - lower, 0.0))} of the proven lower bound "
+            f"({_fmt_t(lower)}); raise --budget-ms to search longer")
     min_b = None if min_max_shard is None else int(min_max_shard) * itemsize_b
     if max_shard > bound:
         if min_b is not None and min_b == max_shard:
