@@ -122,35 +122,121 @@ LP_TIME_LIMIT_S = 20.0
 CUT_MAX_PAIRS = 20_000_000
 
 
+def _pending_view(mesh, src, dst):
+    """The redistribution on a mesh where every pending axis is whole: ``(work mesh, src, dst,
+    partial id per device, number of partials, dst group id per device, group size)``.
+
+    * partial id: the device's coordinates on ``src``'s pending axes (size > 1). Devices with
+      the same source block but different partial ids hold different partial sums of it; an
+      element's value is the sum of its ``n_partials`` partials.
+    * dst group: devices that differ only on ``dst``'s pending axes; their target blocks must
+      sum to the truth (singletons when nothing stays pending)."""
+    from synth.types import refine
+
+    if not src.unreduced and not dst.unreduced:
+        n = mesh.size
+        return mesh, src, dst, np.zeros(n, dtype=np.int64), 1, np.arange(n, dtype=np.int64), 1
+    work, (src, dst) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
+
+    def coord_id(axes):
+        key = np.zeros(work.size, dtype=np.int64)
+        for a in axes:
+            key = key * work.axis_size(a) + work.axis_coords(a)
+        return key
+
+    pend = [a for a in src.unreduced if work.axis_size(a) > 1]
+    n_partials = math.prod(work.axis_size(a) for a in pend)
+    rest = [a for a, _s in work.axes if a not in dst.unreduced]
+    group_size = math.prod(work.axis_size(a) for a in dst.unreduced)
+    return work, src, dst, coord_id(pend), n_partials, coord_id(rest), group_size
+
+
 def need_bytes_per_device(mesh, src, dst, itemsize: int) -> np.ndarray:
-    """Bytes of its target block each device's source block does not hold (padding excluded)."""
-    s0, s1 = src.regions(mesh)
-    d0, d1 = dst.regions(mesh)
-    overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
+    """Bytes of its target block each device cannot produce from its own source block
+    (padding excluded), or, where ``dst`` keeps a pending sum, the least that the busiest
+    member of each pending group receives (``ceil(need(G) / |G|)``, see
+    :func:`group_need_bytes`). A device that holds one partial of a pending source (more than
+    one partial per element) produces nothing alone: it needs a value for every element."""
+    work, src, dst, _pid, n_partials, gid, gsize = _pending_view(mesh, src, dst)
+    if gsize > 1:
+        out = np.zeros(work.size, dtype=np.int64)
+        for members, b in group_need_bytes(mesh, src, dst, itemsize):
+            out[members] = -(-b // len(members))
+        return out
+    s0, s1 = src.regions(work)
+    d0, d1 = dst.regions(work)
     target = np.clip(d1 - d0, 0, None).prod(axis=1)
+    if n_partials > 1:
+        return target.astype(np.int64) * int(itemsize)
+    overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
     return (target - overlap).astype(np.int64) * int(itemsize)
 
 
+def group_need_bytes(mesh, src, dst, itemsize: int) -> list:
+    """``[(members, bytes)]``: for each group of devices whose target blocks must sum to the
+    truth (one device each when ``dst`` keeps nothing pending), the bytes that must enter the
+    group (:func:`need_from_outside_bytes`)."""
+    work, s2, d2, _pid, _n, gid, gsize = _pending_view(mesh, src, dst)
+    if gsize == 1:
+        need = need_bytes_per_device(mesh, src, dst, itemsize)
+        return [([d], int(need[d])) for d in range(len(need))]
+    order = np.argsort(gid, kind="stable")
+    out = []
+    for members in np.split(order, np.nonzero(np.diff(gid[order]))[0] + 1):
+        members = members.tolist()
+        out.append((members, int(need_from_outside_bytes(mesh, src, dst, itemsize, members))))
+    return out
+
+
+def reduction_values(mesh, src, dst) -> int:
+    """Values the devices must receive in all to combine pending sums, without in-network
+    reduction: when ``dst`` keeps nothing pending, each element's ``nR`` partials sit on ``nR``
+    devices and merging them takes at least ``nR - 1`` received values (each received value
+    joins at most two partial sums), so ``(nR - 1) * N`` over the array. 0 otherwise."""
+    _w, _s, dst2, _pid, n_partials, _gid, _g = _pending_view(mesh, src, dst)
+    if n_partials <= 1 or dst2.unreduced:
+        return 0
+    return (n_partials - 1) * int(src.num_elems())
+
+
 def need_from_outside_bytes(mesh, src, dst, itemsize: int, members) -> float:
-    """Distinct bytes the devices ``members`` need that no member's source block holds: what
-    must cross into the set at least once. Source (and target) blocks of two devices are
-    equal or disjoint, so unions are sums over distinct blocks."""
+    """Distinct bytes the devices ``members`` need that they cannot produce themselves: what
+    must cross into the set at least once. The set needs the target block of every member
+    (where ``dst`` keeps a pending sum, of every pending group wholly inside the set: a group
+    with a member outside can leave the set's partials zero). It can produce an element when
+    its members hold all of the element's source partials (one when nothing is pending). Any
+    other element it needs depends on a value held outside, so at least one value of it
+    crosses. Source (and target) blocks of two devices are equal or disjoint, so unions are
+    sums over distinct blocks."""
+    work, src, dst, pid, n_partials, gid, gsize = _pending_view(mesh, src, dst)
     members = np.asarray(members, dtype=np.int64)
-    s0, s1 = src.regions(mesh)
-    d0, d1 = dst.regions(mesh)
-    u = np.unique(np.concatenate([s0[members], s1[members]], axis=1), axis=0)
+    s0, s1 = src.regions(work)
+    d0, d1 = dst.regions(work)
     nd = s0.shape[1]
+    if n_partials > 1:
+        # a source block is held whole when every partial id holds it inside the set
+        rows = np.unique(np.concatenate([s0[members], s1[members], pid[members, None]], axis=1), axis=0)
+        boxes, count = np.unique(rows[:, :2 * nd], axis=0, return_counts=True)
+        u = boxes[count == n_partials]
+    else:
+        u = np.unique(np.concatenate([s0[members], s1[members]], axis=1), axis=0)
+    if gsize > 1:
+        g, cnt = np.unique(gid[members], return_counts=True)
+        members = members[np.isin(gid[members], g[cnt == gsize])]
+        if not len(members):
+            return 0.0
     u0, u1 = u[:, :nd], u[:, nd:]
     # members with the same target block need the same bytes: compare each distinct one once
-    t, count = np.unique(np.concatenate([d0[members], d1[members]], axis=1), axis=0, return_counts=True)
+    t = np.unique(np.concatenate([d0[members], d1[members]], axis=1), axis=0)
     t0, t1 = t[:, :nd], t[:, nd:]
     target = np.clip(t1 - t0, 0, None).prod(axis=1).astype(float)
     have = np.zeros(len(t))
-    step = max(1, CUT_MAX_PAIRS // max(1, len(u)) // 4)
-    for i in range(0, len(t), step):
-        a0, a1 = t0[i:i + step, None, :], t1[i:i + step, None, :]
-        ov = np.clip(np.minimum(a1, u1[None]) - np.maximum(a0, u0[None]), 0, None).prod(axis=2)
-        have[i:i + step] = ov.sum(axis=1)
+    if len(u):
+        step = max(1, CUT_MAX_PAIRS // max(1, len(u)) // 4)
+        for i in range(0, len(t), step):
+            a0, a1 = t0[i:i + step, None, :], t1[i:i + step, None, :]
+            ov = np.clip(np.minimum(a1, u1[None]) - np.maximum(a0, u0[None]), 0, None).prod(axis=2)
+            have[i:i + step] = ov.sum(axis=1)
     # distinct target blocks are disjoint: the union the set needs is their sum, and a byte
     # that crosses the cut once can be copied to every member that needs it
     return float(np.clip(target - have, 0, None).sum()) * int(itemsize)
@@ -240,10 +326,15 @@ def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="aut
     small machines whose source is not replicated, ``lp`` (max-concurrent-flow). ``lp``:
     ``"auto"`` (only LPs of at most ``LP_AUTO_VARIABLES`` variables), ``True`` (up to
     ``LP_MAX_VARIABLES``: a few hundred devices, seconds to a minute), ``False``."""
-    need = need_bytes_per_device(mesh, src, dst, itemsize)
-    terms = {"injection": lower_bound_s(machine, need, chips)}
-    P = len(chips)
-    if need.sum() <= 0:
+    groups = group_need_bytes(mesh, src, dst, itemsize)
+    bw = in_bandwidth_per_device(machine, chips)
+    # a group of devices takes in its bytes through all its members' incoming links at best
+    terms = {"injection": max((b / bw[m].sum() for m, b in groups if b > 0 and bw[m].sum() > 0), default=0.0)}
+    red = reduction_values(mesh, src, dst) * int(itemsize)
+    if red and not (machine.nvls_efficiency > 0 or machine.sharp) and bw.sum() > 0:
+        # merging partial sums: (nR - 1) N values received somewhere, over every device's links
+        terms["reduction"] = red / float(bw.sum())
+    if not any(b > 0 for _m, b in groups):
         return terms
     for name, members, cap in _cuts(machine, chips):
         b = need_from_outside_bytes(mesh, src, dst, itemsize, members)

@@ -360,6 +360,52 @@ def test_lower_bound_need_bytes():
     assert lower_bound_s(m, np.zeros(8)) == 0.0
 
 
+@pytest.mark.parametrize("mesh_s,src_s,dst_s,want_elems", [
+    # all-reduce: every device needs a value for all 64 elements (its own partial is not the sum)
+    ("x=8", "[64]{U:x}", "[64]", 64),
+    # reduce-scatter: its 8-element block, and (8-1)*64/8 = 56 values merged per device at best
+    ("x=8", "[64]{U:x}", "[64{x}]", 56),
+    # sharded -> pending: every device can keep its own shard and zeros elsewhere
+    ("x=8", "[64{x}]", "[64]{U:x}", 0),
+    # reduced over x while kept sharded over y: 8 elements each (block and merge bound agree)
+    ("x=2,y=4", "[64{y}]{U:x}", "[64{x,y}]", 8),
+])
+def test_lower_bound_counts_pending_sums_like_synth(mesh_s, src_s, dst_s, want_elems):
+    from simulator import simulate_plan
+    from synth import synthesize
+
+    mesh, src, dst = Mesh.parse(mesh_s), ArrayType.parse(src_s), ArrayType.parse(dst_s)
+    plan = synthesize(mesh, src, dst, planner="normal", itemsize=4)
+    assert plan.recv_lower_bound_bytes == want_elems * 4
+    m = load_profile("cpu-host:8")     # one link class, no in-network reduction
+    res = simulate_plan(plan, m)
+    bw = m.topology.in_bandwidth(0)
+    assert res.lower_bound_s == pytest.approx(want_elems * 4 / bw, rel=1e-9)
+    assert res.time_s >= res.lower_bound_s
+    want_kind = {0: "injection", 56: "reduction"}.get(want_elems, "injection")
+    assert res.lower_bound_kind == want_kind
+
+
+def test_in_network_reduction_keeps_the_bound_below_an_nvls_all_reduce():
+    from simulator import simulate_plan
+    from synth import synthesize
+
+    mesh = Mesh.parse("x=8")
+    plan = synthesize(mesh, ArrayType.parse("[1048576]{U:x}"), ArrayType.parse("[1048576{x}]"),
+                      planner="normal", itemsize=4)
+    nvls = load_profile("dgx-h100:1x8")
+    assert nvls.nvls_efficiency > 0
+    res = simulate_plan(plan, nvls)
+    # the switch merges the partials: only the 1/8 block each device receives binds
+    assert "reduction" not in res.lower_bound_terms
+    assert res.lower_bound_s == pytest.approx(1048576 // 8 * 4 / nvls.topology.in_bandwidth(0), rel=1e-9)
+    assert res.time_s >= res.lower_bound_s
+    # without in-network reduction the merge term binds: 7/8 of the buffer per device
+    ring = simulate_plan(plan, load_profile("cpu-host:8"))
+    assert ring.lower_bound_kind == "reduction"
+    assert ring.lower_bound_s == pytest.approx(7 * 1048576 // 8 * 4 / load_profile("cpu-host:8").topology.in_bandwidth(0))
+
+
 # -- calibration fitting -------------------------------------------------------------------
 def test_fit_recovers_parameters_the_simulator_then_reproduces(tmp_path):
     from models.calibration import calibrated_profile_doc, cost_features, fit_profile, write_profile
