@@ -594,3 +594,19 @@ def test_small_plan_export_still_moves_exactly():
     at = _app(**SMALLN)
     doc = json.loads([c.value for c in at.code if c.language == "json"][0])
     check_moves_exactly(synth.Plan.from_dict(doc))
+
+
+def test_step_table_shows_pending_sums_and_padding():
+    try:
+        synth.parse_type("[16{x}, 32]{U:y}").check(synth.Mesh.parse(SMALL_MESH))
+    except synth.errors.RedistributionError:
+        pytest.skip("pending sums are not parsed yet")
+    at = _app(**dict(SMALLN, src="[16{x}, 32]{U:y}", dst="[16{x}, 32{y}]"))
+    _ok(at)
+    df = at.dataframe[0].value
+    plan = synth.synthesize(SMALL_MESH, "[16{x}, 32]{U:y}", "[16{x}, 32{y}]", planner="normal", itemsize=2)
+    assert list(df["pending sum over"]) == [",".join(r["unreduced"]) or "-" for r in plan.rows()]
+    assert df["pending sum over"].iloc[0] == "y" and df["pending sum over"].iloc[-1] == "-"
+    at2 = _app(**dict(SMALLN, shape="17, 32", src="[17{y}, 32{x}]", dst="[17, 32{x,y}]"))
+    _ok(at2)
+    assert at2.dataframe[0].value["padded"].iloc[0] == "yes"

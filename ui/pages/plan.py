@@ -21,6 +21,8 @@ def _steps_frame(plan) -> pd.DataFrame:
         "local shape": [str(tuple(r["local_shape"])) for r in rows],
         "shard bytes": [fmt_bytes(r["shard_bytes"]) for r in rows],
         "received bytes (max device)": [fmt_bytes(r["recv_bytes"]) for r in rows],
+        "pending sum over": [",".join(r.get("unreduced") or []) or "-" for r in rows],
+        "padded": ["yes" if r.get("padded") else "-" for r in rows],
     })
 
 
