@@ -1083,8 +1083,12 @@ def plan_free_order(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
     budget_s = check_budget(budget_s)
     cost = cost if cost is not None else DefaultCost()
     why = _unsupported(mesh, src, dst)
+    if not why and (src.unreduced or dst.unreduced):
+        why = "pending sums"
+    if not why and any(a not in mesh.shape for t in (src, dst) for d in t.dims for a in d.axes):
+        why = "sub-axes"
     if why:
-        raise RedistributionError(f"free device order: {why}, which auto does not search yet; "
+        raise RedistributionError(f"free device order: {why}, which it does not handle yet; "
                                   "drop --free-device-order")
     n = mesh.size
     if n > FREE_ORDER_MAX_DEVICES:

@@ -197,3 +197,10 @@ def test_types_auto_does_not_search_yet_say_so():
     # an uneven dim: auto returns normal's plan with a note, never silently
     p = synthesize("x=4", "[6{x}]", "[6]")
     assert p.search["status"] == "not searched" and any("auto" in n for n in p.notes)
+
+
+@pytest.mark.parametrize("src,dst", [("[8{x}, 8]{U:y}", "[8, 8{x}]{U:y}"), ("[8{x:(1)2}, 8]", "[8, 8{x:(1)2}]"),
+                                     ("[6{x}]", "[6]")])
+def test_free_device_order_refuses_types_it_cannot_relabel(src, dst):
+    with pytest.raises(RedistributionError, match="free device order"):
+        synthesize("x=4,y=2", src, dst, free_device_order=True)
