@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("codegen", help="print the plan as standalone JAX source",
                        description="Synthesize a plan and print it as a runnable JAX module "
                                    "(jax.shard_map with lax collectives). Does not start JAX.")
-    _case_args(g, dtype=False)
+    _case_args(g)
     g.add_argument("--planner", default="auto", help="auto (default), normal, easy, search")
     g.add_argument("--out", default=None, help="write the source to this file instead of stdout")
     g.add_argument("--json", action="store_true", help="print {source, plan} as one JSON document")
@@ -200,9 +200,9 @@ def _codegen(args):
     from synth.planners import synthesize
 
     mesh, src, dst = _case(args)
-    _, itemsize = resolve_dtype(None, args.itemsize)
+    dtype, itemsize = resolve_dtype(args.dtype, args.itemsize)
     plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize)
-    src_text = generate_source(plan)
+    src_text = generate_source(plan, dtype=dtype)
     if args.out:
         from synth.fileio import atomic_write_text
 

@@ -132,21 +132,21 @@ def plan_json(plan_dict_json: str) -> str:
     return json.dumps(json.loads(plan_dict_json), indent=2)
 
 
-def jax_code(plan: synth.Plan) -> tuple[str | None, str | None]:
+def jax_code(plan: synth.Plan, dtype: str | None = None) -> tuple[str | None, str | None]:
     """``(code, None)`` from ``executor.codegen.generate_source`` (pure text, no jax
-    import), or ``(None, why)``."""
+    import; its self-check uses ``dtype``), or ``(None, why)``."""
     why = missing("executor.codegen")
     if why:
         return None, ("JAX code export needs `executor.codegen` (issue 4), which is not "
                       f"available here ({why}).")
-    return _jax_code(plan.to_json()), None
+    return _jax_code(plan.to_json(), dtype), None
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _jax_code(plan_json_text: str) -> str:
+def _jax_code(plan_json_text: str, dtype: str | None = None) -> str:
     codegen = importlib.import_module("executor.codegen")
     plan = synth.Plan.from_dict(json.loads(plan_json_text))
-    return codegen.generate_source(plan)
+    return codegen.generate_source(plan, dtype=dtype)
 
 
 __all__ = [

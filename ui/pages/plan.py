@@ -121,7 +121,7 @@ def main():
     e1.download_button("Download plan JSON", data=text, file_name="plan.json",
                        mime="application/json", key="export_json",
                        help="Plan.to_dict() plus the scenario; load it with synth.Plan.from_dict.")
-    code, why = compute.jax_code(plan)
+    code, why = compute.jax_code(plan, sc.dtype)
     if code is not None:
         e2.download_button("Download JAX code", data=code, file_name="reshard_plan.py",
                            mime="text/x-python", key="export_jax",
