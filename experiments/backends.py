@@ -44,12 +44,27 @@ def needs_jax(planner: str, measure: bool) -> bool:
 
 
 # -- schedules ---------------------------------------------------------------------------
-def our_schedule(case: Case, planner: str, itemsize: int):
-    """``(plan, schedule)`` for one of our planners."""
+#: The time budget of the ``auto`` planner in sweeps: ten times the interactive default,
+#: so that a loaded host changes fewer plans (a plan that ran out of budget says so in
+#: its row's notes).
+AUTO_BUDGET_S = 1.0
+
+
+def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placement=None):
+    """``(plan, schedule)`` for one of our planners. With ``machine`` (a loaded profile),
+    ``auto`` plans for that machine and ``placement``: its cost is the machine's
+    (:func:`models.plan_cost.machine_cost`)."""
     from synth.planners import synthesize
 
     mesh, src, dst = case.parsed()
-    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    kw = {}
+    if planner == "auto":
+        kw["budget_s"] = AUTO_BUDGET_S
+        if machine is not None:
+            from models.plan_cost import machine_cost
+
+            kw["cost"] = machine_cost(machine, mesh, resolve_placement(placement, mesh))
+    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **kw)
     return plan, plan.to_schedule()
 
 

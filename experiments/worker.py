@@ -75,7 +75,11 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
         bound = max(src.shard_elems(mesh), dst.shard_elems(mesh)) * unit.itemsize
         lb_bytes = recv_lower_bound_bytes(mesh, src, dst, unit.itemsize)
         notes, full_remat = "", None
-        if unit.planner in backends.OUR_PLANNERS:
+        if unit.planner == "auto":
+            # auto plans for the machine it runs on: it is synthesized per row below, with
+            # the machine's cost (models.plan_cost), so it can differ between machines.
+            sched, sm, peak_live = None, None, None
+        elif unit.planner in backends.OUR_PLANNERS:
             plan, sched = backends.our_schedule(case, unit.planner, unit.itemsize)
             notes = "; ".join(plan.notes)
             peak_live = plan.peak_live_bytes
@@ -98,6 +102,7 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
     rows = []
     machines: dict = {}
     xla_scheds: dict = {}
+    auto_plans: dict = {}
     for rid, m, k in unit.rows:
         r = base_row(unit, rid, m, k)
         r.update({"bound_bytes": bound, "recv_lower_bound_bytes": int(lb_bytes), "notes": notes,
@@ -109,7 +114,16 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
                 machines[key] = backends.load_machine(m.profile, case.num_devices, m.sizes_dict(),
                                                       k.bandwidth_scale, k.latency_scale)
             rsched, rsm, rpeak, rremat = sched, sm, peak_live, full_remat
-            if rsched is None:
+            if unit.planner == "auto":
+                akey = (key, k.placement)
+                if akey not in auto_plans:
+                    auto_plans[akey] = backends.our_schedule(case, "auto", unit.itemsize,
+                                                             machine=machines[key], placement=k.placement)
+                aplan, rsched = auto_plans[akey]
+                rsm, rpeak = backends.schedule_metrics(rsched), aplan.peak_live_bytes
+                r["notes"] = "; ".join(x for x in (*aplan.notes, notes) if x)
+                r["schedule_s"] = schedule_s + time.perf_counter() - t1
+            elif rsched is None:
                 rsched = backends.xla_schedule_cached(xla_scheds, case, unit.planner, unit.itemsize,
                                                       xla_max_devices, machines[key], k.placement)
                 rsm = backends.schedule_metrics(rsched)
