@@ -90,8 +90,17 @@ def op_time_s(op, machine, chips=None, units=None) -> float:
 def _op_time_cached(op, machine, chips) -> float:
     """Ops, profiles and placements are immutable values: a planner that costs the same op
     many times pays for its algorithm choice once."""
-    from models.collectives import plan_op
+    from models.collectives import MAX_ROUTE_LINKS, estimated_route_links, plan_op
 
+    w = estimated_route_links(op, machine)
+    if w > MAX_ROUTE_LINKS:
+        from models.errors import SimulationError
+
+        n = max((len(g) for g in op.groups), default=0) if op.groups else len(op.pairs)
+        raise SimulationError(
+            f"models: costing {op.kind} over {n} devices on {machine.spec} means routing about {w:.3g} "
+            f"flow-hops, above the limit of {MAX_ROUTE_LINKS:.0e} (minutes of wall time); use a smaller "
+            f"machine (fewer devices), or a plan (--planner normal) whose collectives span fewer devices")
     plan = plan_op(op, machine, chips)
     return machine.alpha_s(op.kind) if plan is None else float(plan.analytic_s())
 

@@ -581,3 +581,64 @@ def plan_op(op, machine, chips=None) -> CollPlan | None:
             return _plan_torus(op, machine, topo, chips, "ring")
         return _plan_torus(op, machine, topo, chips, forced)
     return _plan_cpu_ring(op, machine, topo, chips)
+
+
+# -- the size of a replay, before it is built ----------------------------------------------------
+#: the flow engine refuses a schedule whose flows cross more than this many links in all (flows x
+#: hops of their routes, summed over ops). Building, routing and replaying a flow costs a few
+#: microseconds per link it crosses: 10 million link crossings are about 10-30 s on a 2-core machine
+#: (a flat all-to-all over 1024 chips of a 8x8x16 torus is 1M flows x 8 hops, about 20 s)
+MAX_ROUTE_LINKS = 10_000_000
+
+
+def mean_hops(machine) -> float:
+    """Hops of the route between two chips picked at random: on a torus the sum over its
+    dimensions of the mean distance round the ring (``s/4`` with wraparound, ``(s^2-1)/(3s)``
+    on a line); 2 inside a switched node and 2 to 4 across nodes; 3 on a CPU host."""
+    if machine.kind == "torus":
+        wrap = machine.wraparound
+        wrap = tuple(wrap) if isinstance(wrap, (tuple, list)) else (bool(wrap),) * len(machine.dims)
+        total = 0.0
+        for s, w in zip(machine.dims, wrap):
+            if s > 1:
+                total += (s * s // 4) / s if w else (s * s - 1) / (3 * s)
+        return max(total, 1.0)
+    if machine.kind == "switched":
+        return 4.0 if machine.dims[0] > 1 else 2.0
+    return 3.0
+
+
+def estimated_route_links(op, machine) -> float:
+    """Links the flows of ``op`` cross in all, before routing them: an all-to-all is one flow per
+    ordered pair of a group, a permute one per pair; collectives with a ring, tree or switch
+    algorithm about four flows per member (their phases), each of about :func:`mean_hops` links."""
+    if op.is_local:
+        return 0.0
+    if op.kind == "permute":
+        flows = sum(1 for a, b in op.pairs if a != b)
+    elif op.kind == "all_to_all":
+        flows = sum(len(g) * (len(g) - 1) for g in op.groups)
+    else:
+        flows = 4 * sum(len(g) for g in op.groups if len(g) > 1)
+    return flows * mean_hops(machine)
+
+
+def check_replay_size(schedule, machine, limit: float = MAX_ROUTE_LINKS) -> float:
+    """The estimated link crossings of replaying ``schedule`` (:func:`estimated_route_links`);
+    raises :class:`models.errors.SimulationError` (a RedistributionError) above ``limit``."""
+    from models.errors import SimulationError
+
+    total, worst = 0.0, (0.0, None)
+    for k, op in enumerate(schedule.ops):
+        w = estimated_route_links(op, machine)
+        total += w
+        worst = max(worst, (w, k), key=lambda x: x[0])
+    if total > limit:
+        op = schedule.ops[worst[1]]
+        n = max((len(g) for g in op.groups), default=0) if op.groups else len(op.pairs)
+        raise SimulationError(
+            f"simulate: replaying this schedule on {machine.spec} means routing about {total:.3g} flow-hops "
+            f"(op {worst[1]}, {op.kind} over {n} devices, alone {worst[0]:.3g}), above the simulator's limit "
+            f"of {limit:.0e} (minutes of wall time); simulate a smaller machine (fewer devices), or a plan "
+            f"whose collectives span fewer devices per group")
+    return total

@@ -34,7 +34,7 @@ import numpy as np
 
 from models.algorithms import components, expand, order_component, signature
 from models.analytic import local_bytes, schedule_lower_bound
-from models.collectives import plan_op
+from models.collectives import MAX_ROUTE_LINKS, check_replay_size, plan_op
 from models.flow import maxmin_replay
 from models.errors import SimulationError
 from models.placement import Placement
@@ -203,7 +203,7 @@ def _packet_algorithm(plan) -> str | None:
 
 def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flow", coarsen: bool = True,
              max_chunks: int = DEFAULT_MAX_CHUNKS, min_chunk_bytes: int = DEFAULT_MIN_CHUNK_BYTES,
-             progress=None, lp_bound="auto"):
+             progress=None, lp_bound="auto", max_route_links: float = MAX_ROUTE_LINKS):
     """Replay ``schedule`` (a :class:`synth.Schedule`) on ``machine`` (a profile or a
     spec string such as ``"tpu-v4:4x4x4"``). ``mesh`` (a Mesh or string) is needed
     only for an axis-mapping ``placement``; ``placement`` is ``None`` (row-major), a
@@ -213,7 +213,9 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
     SimPy replay; ``coarsen``, ``max_chunks`` and ``min_chunk_bytes`` apply to it).
     ``progress``: an optional callable ``progress(done_ops, total_ops)``. ``lp_bound``: whether
     the lower bound includes the max-concurrent-flow LP (``"auto"``: small LPs only; ``True``:
-    up to a few hundred devices; ``False``).
+    up to a few hundred devices; ``False``). ``max_route_links``: the largest replay accepted,
+    in flows x hops estimated before routing (:func:`models.collectives.check_replay_size`;
+    above it a :class:`SimulationError` names the size and the fix).
     Returns a :class:`simulator.result.SimResult`."""
     from simulator.result import SimResult
 
@@ -245,6 +247,8 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
         raise SimulationError("simulate: max_chunks and min_chunk_bytes must be >= 1")
     place = Placement.of(placement, mesh, machine)
     chips = place.chips
+    # refuse a replay that would run for minutes before routing a single flow (one line, exit 2)
+    check_replay_size(schedule, machine, max_route_links)
     topo = machine.topology
     P = schedule.num_devices
     nlinks = len(topo.links)

@@ -167,6 +167,48 @@ def test_a_flat_collective_over_4096_devices_replays():
     assert res.lower_bound_s <= res.time_s < 3 * res.lower_bound_s
 
 
+def test_a_replay_too_large_to_finish_is_refused_before_it_starts():
+    import subprocess
+    import sys
+    import time
+
+    from models.collectives import MAX_ROUTE_LINKS, check_replay_size
+    from models.errors import SimulationError
+    from synth import RedistributionError
+
+    big = one_op("all_to_all", 4096, 1 << 30)          # 16.8M flows of about 12 hops
+    t0 = time.perf_counter()
+    with pytest.raises(SimulationError, match=r"2\.01e\+08 flow-hops .*smaller machine"):
+        simulate(big, "tpu-v4:16x16x16")
+    with pytest.raises(SimulationError, match="above the limit"):
+        op_time_s(big.ops[0], load_profile("tpu-v4:16x16x16"))
+    assert time.perf_counter() - t0 < 30                # refused, not replayed (minutes)
+    assert issubclass(SimulationError, RedistributionError)
+    # an all-to-all over 256 chips is well inside the limit and replays
+    small = one_op("all_to_all", 256, 1 << 20)
+    assert check_replay_size(small, load_profile("tpu-v4:4x4x16")) < MAX_ROUTE_LINKS
+    assert simulate(small, "tpu-v4:4x4x16").time_s > 0
+    # the CLI (default planner auto costs the op on the machine): one line, exit 2
+    r = subprocess.run([sys.executable, "-m", "simulator", "run", "--hardware", "tpu-v4:16x16x16", "--mesh",
+                        "x=4096", "--src", "[4096{x}, 4096]", "--dst", "[4096, 4096{x}]"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "4096 devices" in r.stderr and "smaller machine" in r.stderr
+
+
+def test_switched_routes_in_closed_form_match_the_shortest_paths():
+    import itertools
+
+    import networkx as nx
+
+    for spec in ("cpu-host:6", "dgx-h100:1", "dgx-h100:3", "h100-multinode:2", "gb200-nvl72", "dgx-a100:2"):
+        topo = load_profile(spec).topology
+        for a, b in itertools.product(range(topo.num_chips), repeat=2):
+            if a != b:
+                path = nx.shortest_path(topo.graph, a, b)
+                assert topo.route(a, b) == tuple(topo.link_id[e] for e in zip(path[:-1], path[1:]))
+
+
 # -- validation against published measurements ---------------------------------------------------------
 def test_validate_against_published_measurements(tmp_path, monkeypatch):
     from simulator import validate as vmod
