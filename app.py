@@ -42,6 +42,7 @@ PAGES = [
 SCENARIO_PAGES = {"", "home", "plan", "simulate", "compare"}
 
 share.load_from_url()
+compute.warm_up()  # once per server, in a background thread
 page = st.navigation(PAGES)
 try:
     if page.url_path in SCENARIO_PAGES:

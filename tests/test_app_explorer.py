@@ -419,6 +419,9 @@ def test_simulate_shows_the_binding_term_and_model_error(monkeypatch):
     _plan, res = _small_sim()
     cap = " ".join(c.value for c in at.caption)
     assert f"Lower bound binds on: **{res.lower_bound_kind}**" in cap
+    from ui.texts import lower_bound_help
+
+    assert lower_bound_help(res.lower_bound_kind) in cap
     assert "(TPU v4 ICI): 12.5 % mean absolute error against 7 published measurements, worst 30 %" in cap
 
 
@@ -610,3 +613,34 @@ def test_step_table_shows_pending_sums_and_padding():
     at2 = _app(**dict(SMALLN, shape="17, 32", src="[17{y}, 32{x}]", dst="[17, 32{x,y}]"))
     _ok(at2)
     assert at2.dataframe[0].value["padded"].iloc[0] == "yes"
+
+
+@pytest.mark.parametrize("kind", ["injection", "reduction", "nic_cut", "bisection_X", "bisection_Z", "lp",
+                                  "schedule:injection", "schedule:nic_cut"])
+def test_every_lower_bound_kind_is_explained(kind):
+    """Each binding term models.analytic names has its own sentence (not the fallback)."""
+    from ui.texts import lower_bound_help
+
+    text = lower_bound_help(kind)
+    assert "see docs/simulator.md" not in text
+    if kind.startswith("bisection_"):
+        assert f"torus dimension {kind[-1]}" in text
+    if kind.startswith("schedule:"):
+        assert text.startswith("summed over the schedule's ops")
+        assert lower_bound_help(kind.split(":")[1])[:-1] in text
+
+
+def test_lower_bound_kinds_of_the_models_are_the_explained_ones():
+    """The kinds a small torus and a small switched machine bind on are among those above."""
+    import models
+    from ui.texts import LOWER_BOUND_HELP
+
+    for spec, mesh in (("tpu-v4:2x2x2", "x=4,y=2"), ("dgx-h100:2", "x=2,y=8")):
+        m = models.load_profile(spec)
+        plan = synth.synthesize(mesh, "[64{x}, 64{y}]", "[64{y}, 64{x}]", planner="normal", itemsize=2)
+        check_moves_exactly(plan)
+        _t, _k, terms = models.analytic.schedule_lower_bound(plan.to_schedule(), m, detail=True)
+        for k in terms:
+            base = k.split(":")[-1].split("(")[0]
+            base = "bisection" if base.startswith("bisection_") else base
+            assert base in LOWER_BOUND_HELP, k

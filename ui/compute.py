@@ -286,6 +286,19 @@ def _inline(func: str, args: tuple):
     return getattr(importlib.import_module(mod), name)(*args)
 
 
+@st.cache_resource(show_spinner=False)
+def warm_up():
+    """Once per server: :func:`ui.work.warm` in a background thread, so the first
+    simulation a user asks for does not pay the first-call costs (about 1.5 s)."""
+    import threading
+
+    from ui import work
+
+    t = threading.Thread(target=work.warm, name="app-warm-up", daemon=True)
+    t.start()
+    return t
+
+
 class Pending:
     """Work handed to a worker process: the page shows :func:`ui.background.show_job`."""
 
@@ -300,13 +313,27 @@ def _check_size(n: int, what: str):
             "MAX_SIM_DEVICES in docs/app.md); use `python -m simulator run` on the command line")
 
 
-def run_work(slot: str, func: str, args: tuple, units: float, what: str):
-    """The result of ``func(*args)``: computed inline when the estimate is under
-    ``ui.jobs.INLINE_S`` (cached), else a :class:`Pending` for a worker process job
-    (shared by every session asking for the same work; cached when done)."""
+def check_replay(schedules, profile: str, size: str) -> None:
+    """Refuse, before any work starts, a replay the simulator would refuse
+    (``models.collectives.check_replay_size``: too many flow-hops to route), with its one
+    line."""
+    try:
+        from models.collectives import check_replay_size
+    except ImportError:  # an older models package: the simulator says it in the job
+        return
+    m = machine(profile, size)
+    for s in schedules:
+        check_replay_size(s, m)
+
+
+def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: str = "simulate"):
+    """The result of ``func(*args)``: computed inline when the estimate (``kind``'s
+    rate, :func:`ui.jobs.estimate_s`) is under ``ui.jobs.INLINE_S`` (cached), else a
+    :class:`Pending` for a worker process job (shared by every session asking for the
+    same work; cached when done)."""
     from ui import jobs
 
-    est = jobs.estimate_s("simulate", units)
+    est = jobs.estimate_s(kind, units)
     key = json.dumps([func, args], sort_keys=True, default=str)
     m = jobs.manager()
     done = m.result(key)
@@ -320,11 +347,11 @@ def run_work(slot: str, func: str, args: tuple, units: float, what: str):
     st.session_state.pop(marker, None)
     if est <= jobs.inline_s():
         view = _inline(func, args)
-        jobs.note_rate("simulate", view.get("units", 0), view.get("wall_s", 0))
+        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
         return view
     job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est)
     if job.state == "done":
-        jobs.note_rate("simulate", job.result.get("units", 0), job.result.get("wall_s", 0))
+        jobs.note_rate(kind, job.result.get("units", 0), job.result.get("wall_s", 0))
         return job.result
     return Pending(job, slot, what)
 
@@ -347,6 +374,7 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
     sched = schedule or plan.to_schedule()
     _check_size(sched.num_devices, "simulate")
     check_placement(placement, str(plan.mesh), sc.machine_profile, sc.machine_size)
+    check_replay([sched], sc.machine_profile, sc.machine_size)
     sj = _schedule_key(sched)
     units = work.schedule_units(json.loads(sj))
     return run_work("simulate", "ui.work:simulate_view",
@@ -364,11 +392,12 @@ def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement
     n = max((s.num_devices for s in schedules.values()), default=0)
     _check_size(n, "compare")
     check_placement(placement, mesh_text, sc.machine_profile, sc.machine_size)
+    check_replay(schedules.values(), sc.machine_profile, sc.machine_size)
     units = sum(work.schedule_units(json.loads(v)) for v in set(keyed.values()))
     return run_work("compare", "ui.work:compare_view",
                     (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),
                      float(bandwidth_scale), float(latency_scale)),
-                    units, f"Simulating {len(schedules)} strategies on {sc.machine}")
+                    units, f"Simulating {len(schedules)} strategies on {sc.machine}", kind="compare")
 
 
 # -- XLA and local measurements (subprocess: python -m executor ...) ------------------------

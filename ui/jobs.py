@@ -47,7 +47,8 @@ REAP_EVERY_S = 0.5
 #: SIGTERM -> SIGKILL grace.
 KILL_GRACE_S = 0.5
 
-_PRELOAD = ["synth", "models", "simulator", "ui.work", "plotly.graph_objects", "pandas"]
+_PRELOAD = ["synth", "models", "simulator", "ui.work", "plotly.graph_objects", "pandas",
+            "ui._warm_worker"]  # the last one runs a tiny simulation: workers start warm
 
 
 # -- the worker process ----------------------------------------------------------------
@@ -384,10 +385,12 @@ def session_id() -> str:
 
 
 # -- estimates -------------------------------------------------------------------------
-#: Work units (device-op participations, ``ui.work.schedule_units``) per second of the
-#: simulator, updated from every run this server sees; the seed is a 64-device case on
-#: the 2-core development machine.
-_RATE = {"simulate": 150.0}
+#: Work units (device-op participations, ``ui.work.schedule_units``) per second, per
+#: kind of work (``simulate``: ``ui.work.simulate_view`` with its figures and trace;
+#: ``compare``: ``ui.work.compare_view``), updated from every run this server sees. The
+#: seeds are below what warm 64-device cases of the default scenario ran at on the
+#: 2-core development machine under load (about 600 and 5000 units/s).
+_RATE = {"simulate": 500.0, "compare": 2000.0}
 #: Seconds every run pays whatever its size (figures, trace, start-up).
 _BASE_S = 0.2
 
@@ -408,4 +411,4 @@ def note_rate(kind: str, units: float, seconds: float) -> None:
 
 
 def estimate_s(kind: str, units: float) -> float:
-    return _BASE_S + units / _RATE.get(kind, 150.0)
+    return _BASE_S + units / _RATE.get(kind, _RATE["simulate"])

@@ -35,11 +35,50 @@ def ops_frame(ops: list[dict]) -> pd.DataFrame:
     })
 
 
+#: What each binding term of ``models.analytic.schedule_lower_bound`` means (its
+#: ``lower_bound_kind``). Torus bisections are ``bisection_<dim>``; a ``schedule:`` prefix
+#: means the schedule carried no redistribution (no mesh/src/dst in its meta), so the
+#: bound is the sum over its ops of each op's largest term.
 LOWER_BOUND_HELP = {
+    "injection": "what one device (or a group of devices that share a block) must receive, "
+                 "namely the part of its target block it does not already hold, over the line "
+                 "rate of all its incoming links",
+    "reduction": "the partial-sum values that must be merged, (nR-1) N for a sum pending over "
+                 "nR devices, received somewhere, over every device's incoming links together "
+                 "(no switch or fabric reduces in the network on this machine)",
+    "nic_cut": "what the GPUs of one node lack from other nodes, over the node's NICs (the "
+               "links into the node)",
+    "bisection": "what one half of a torus dimension lacks from the other half, over the links "
+                 "that cross into it (the dimension's bisection)",
+    "lp": "a max-concurrent-flow linear program: every byte routed over the real links at "
+          "their line rates at once, the least time any routing needs (computed on small "
+          "machines only)",
+    # kept for results written before the term names above
     "redistribution": "the bytes a device must receive (the part of its target block it does not "
                       "hold) over its injection bandwidth",
     "schedule": "the bytes this schedule makes a device receive, over its injection bandwidth",
 }
+
+
+def lower_bound_help(kind: str | None) -> str:
+    """One sentence on the binding term ``kind`` of the lower bound."""
+    if not kind:
+        return "not known (see docs/simulator.md)"
+    base, per_op = kind, False
+    if base.startswith("schedule:"):
+        base, per_op = base[len("schedule:"):], True
+    dim = None
+    if base.startswith("bisection_"):
+        base, dim = "bisection", base[len("bisection_"):]
+    text = LOWER_BOUND_HELP.get(base)
+    if text is None:
+        return f"{kind}: see docs/simulator.md"
+    if dim:
+        text = text.replace("a torus dimension", f"torus dimension {dim}")
+    if per_op:
+        text = ("summed over the schedule's ops, each op's largest term; here mostly " + text
+                + " (the schedule names no redistribution, so no whole-plan bound applies)")
+    return text + "."
 
 
 def model_error_text(me) -> str | None:

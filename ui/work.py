@@ -112,10 +112,10 @@ def compare_view(schedules: dict, mesh_text: str, profile: str, size: str, place
     units = 0.0
     n = len(schedules)
     for i, (name, sj) in enumerate(schedules.items()):
-        units += schedule_units(json.loads(sj))
         if sj in seen:
             out[name] = seen[sj]
             continue
+        units += schedule_units(json.loads(sj))  # distinct schedules only, as the estimate
 
         def cb(done, total, text="", i=i, name=name):
             if progress is not None:
@@ -125,3 +125,20 @@ def compare_view(schedules: dict, mesh_text: str, profile: str, size: str, place
         v = {"summary": _summary(res), "ops": _ops_rows(res)}
         out[name] = seen[sj] = v
     return {"strategies": out, "units": units, "wall_s": time.perf_counter() - t0}
+
+
+def warm() -> float:
+    """Run one tiny simulation (8 devices) through :func:`simulate_view` and
+    :func:`compare_view`, so that this process has paid the first-call costs (lazy
+    imports, plotly's validators, the models' tables) before a user waits on them.
+    Returns the seconds it took. Called once per server (:func:`ui.compute.warm_up`) and
+    in the fork server that starts job workers (:mod:`ui._warm_worker`)."""
+    import synth
+
+    t0 = time.perf_counter()
+    plan = synth.synthesize("data=4,model=2", "[64{data}, 64{model}]", "[64{model}, 64{data}]",
+                            planner="normal", itemsize=2)
+    sj = json.dumps(plan.to_schedule().to_dict())
+    simulate_view(sj, "data=4,model=2", "tpu-v4", "2x2x2")
+    compare_view({"a": sj}, "data=4,model=2", "tpu-v4", "2x2x2")
+    return time.perf_counter() - t0

@@ -9,6 +9,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import background, compute, figures, scenario, share
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
+from ui.texts import lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
 
 SCALES = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
@@ -131,6 +132,7 @@ def main():
                 f"`{ours['machine_spec']}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
                 f"`{ours['placement_text']}`; lower bound **{fmt_seconds(bound)}** "
                 f"(binds on: {ours['lower_bound_kind']})")
+    st.caption(f"Binding term {ours['lower_bound_kind']}: {lower_bound_help(ours['lower_bound_kind'])}")
     me = simulate_page_model_error(compute.model_error(ours["machine_spec"]))
     if me:
         st.caption(me)

@@ -7,7 +7,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import background, compute, scenario, share
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
-from ui.texts import BANDWIDTH_NOTE, LOWER_BOUND_HELP, model_error_text, ops_frame
+from ui.texts import BANDWIDTH_NOTE, lower_bound_help, model_error_text, ops_frame
 
 PLACEMENT_HELP = (
     "Which chip each mesh device runs on. Empty or 'row-major': device d on chip d. "
@@ -20,7 +20,7 @@ def show_summary(sm: dict, me=None) -> None:
     c[0].metric("simulated time", fmt_seconds(sm["time_s"]))
     kind = sm.get("lower_bound_kind") or "?"
     c[1].metric("lower bound", fmt_seconds(sm["lower_bound_s"]),
-                help=f"Binding term: {kind} ({LOWER_BOUND_HELP.get(kind, 'see docs/simulator.md')}).")
+                help=f"Binding term: {kind}: {lower_bound_help(kind)}")
     c[2].metric("time / bound", fmt_ratio(sm["ratio_to_bound"]))
     cap = sm["hbm_capacity_bytes"]
     peak = sm["peak_bytes_max_device"]
@@ -30,7 +30,7 @@ def show_summary(sm: dict, me=None) -> None:
                 help=f"HBM capacity {fmt_bytes(cap)}.")
     c[4].metric("busiest link", fmt_bytes(sm["link_bytes_max"]),
                 help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(sm['analytic_s'])}.")
-    st.caption(f"Lower bound binds on: **{kind}**. " + (model_error_text(me) or
+    st.caption(f"Lower bound binds on: **{kind}**: {lower_bound_help(kind)} " + (model_error_text(me) or
                "Model error against published measurements: not available (`simulator validate` "
                "has no figure for this machine yet)."))
 
