@@ -332,7 +332,6 @@ DEFAULT_CALIBRATION = "models/profiles/calibrated/cpu-8.report.json"
 def _report(args):
     from executor._jaxsetup import ensure_devices
     from executor.report import report_cases
-
     from synth.fileio import read_json
     from synth.limits import check_memory
 

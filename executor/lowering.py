@@ -245,8 +245,6 @@ class _AllToAll:
 
     @staticmethod
     def emit(block, step: Step):
-        from jax import lax
-
         c = step.op
         n = _n(step)
         block = _pad_to(block, c.dst_dim, n * step.t_out.local_shape(step.mesh)[c.dst_dim])

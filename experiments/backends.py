@@ -426,6 +426,14 @@ def tpu_memory_summary(rows) -> list[dict]:
     return out
 
 
+def _mem_cell(r: dict, k: str) -> str:
+    from executor.fmt import fmt_bytes
+
+    if r[f"{k}_temp_bytes"] is None:
+        return "does not fit (OOM)"
+    return fmt_bytes(r[f"{k}_temp_bytes"]) + (" REMAT" if r.get(f"{k}_full_remat") else "")
+
+
 def print_tpu_memory(args) -> int:
     """``python -m experiments tpu-memory``: the table and the counts."""
     import json
@@ -447,12 +455,8 @@ def print_tpu_memory(args) -> int:
         if r["status"] != "ok":
             rows.append([r["profile"], r["case"], r["num_devices"], "error: " + r["error"][:60], "", "", ""])
             continue
-        def cell(k):
-            if r[f"{k}_temp_bytes"] is None:
-                return "does not fit (OOM)"
-            return fmt_bytes(r[f"{k}_temp_bytes"]) + (" REMAT" if r.get(f"{k}_full_remat") else "")
-
-        rows.append([r["target"], r["case"], r["num_devices"], cell("ours"), cell("shardy"), cell("gspmd"),
+        rows.append([r["target"], r["case"], r["num_devices"], _mem_cell(r, "ours"), _mem_cell(r, "shardy"),
+                     _mem_cell(r, "gspmd"),
                      " ".join(r["ours_collectives"]) or "-"])
     print("Temp bytes per device from compiled.memory_analysis(), every program compiled by XLA's TPU "
           "compiler (libtpu) for the slice; compile-only, nothing ran. REMAT: XLA built the whole array; "
