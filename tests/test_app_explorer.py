@@ -644,3 +644,19 @@ def test_lower_bound_kinds_of_the_models_are_the_explained_ones():
             base = k.split(":")[-1].split("(")[0]
             base = "bisection" if base.startswith("bisection_") else base
             assert base in LOWER_BOUND_HELP, k
+
+
+def test_a_replay_the_simulator_refuses_is_one_line_before_any_job(monkeypatch):
+    """4096 devices with all-to-alls over 512 devices: the simulator's replay-size limit
+    is checked on the page, so no worker starts and the page says why in one line."""
+    from ui import jobs
+
+    monkeypatch.setenv("APP_INLINE_S", "0")  # anything not refused would become a job
+    before = {j.key for j in jobs.manager().running() + jobs.manager().waiting()}
+    at = _app("ui/pages/simulate.py", machine_size="16x16x16", mesh="data=512,model=8", planner="normal")
+    errs = [e.value for e in at.error]
+    assert len(errs) == 1 and "above the simulator's limit" in errs[0] and "\n" not in errs[0], errs
+    assert not any("background process" in str(i.value) for i in at.info)
+    after = {j.key for j in jobs.manager().running() + jobs.manager().waiting()}
+    assert after <= before
+    assert "all_to_all over 512 devices" in errs[0]

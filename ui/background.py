@@ -9,7 +9,7 @@ from ui import jobs
 from ui.fmt import fmt_seconds
 
 #: Seconds between progress refreshes.
-POLL_S = 0.5
+POLL_S = 0.3
 
 
 def _cancelled_key(slot: str) -> str:

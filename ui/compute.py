@@ -288,13 +288,21 @@ def _inline(func: str, args: tuple):
 
 @st.cache_resource(show_spinner=False)
 def warm_up():
-    """Once per server: :func:`ui.work.warm` in a background thread, so the first
-    simulation a user asks for does not pay the first-call costs (about 1.5 s)."""
+    """Once per server, in a background thread: start the job workers' fork server
+    (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
+    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
     import threading
 
-    from ui import work
+    from ui import jobs, work
 
-    t = threading.Thread(target=work.warm, name="app-warm-up", daemon=True)
+    def run():
+        try:
+            jobs.prestart()   # the fork server of the job workers, warmed up too
+        except Exception:  # noqa: BLE001 - jobs start it themselves then
+            pass
+        work.warm()
+
+    t = threading.Thread(target=run, name="app-warm-up", daemon=True)
     t.start()
     return t
 

@@ -110,6 +110,16 @@ def _context():
         return _CTX
 
 
+def prestart() -> None:
+    """Start the fork server now (it imports :data:`_PRELOAD` and warms up, about 2 s),
+    so the first job does not wait for it. Safe to call more than once."""
+    ctx = _context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 # -- jobs ------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Job:
@@ -388,9 +398,11 @@ def session_id() -> str:
 #: Work units (device-op participations, ``ui.work.schedule_units``) per second, per
 #: kind of work (``simulate``: ``ui.work.simulate_view`` with its figures and trace;
 #: ``compare``: ``ui.work.compare_view``), updated from every run this server sees. The
-#: seeds are below what warm 64-device cases of the default scenario ran at on the
-#: 2-core development machine under load (about 600 and 5000 units/s).
-_RATE = {"simulate": 500.0, "compare": 2000.0}
+#: seeds are at or below what warm runs took on the 2-core development machine under
+#: load: Simulate of the default 64-device scenario 0.3-0.5 s for 192 units, of the
+#: 4096-device one with the easy planner about 5 s for 8192 units; Compare of the
+#: default scenario 0.07-0.26 s for 352 units.
+_RATE = {"simulate": 1000.0, "compare": 2000.0}
 #: Seconds every run pays whatever its size (figures, trace, start-up).
 _BASE_S = 0.2
 

@@ -27,7 +27,7 @@ def ops_frame(ops: list[dict]) -> pd.DataFrame:
         "analytic estimate": [fmt_seconds(o["analytic_s"]) for o in ops],
         "recv per device": [fmt_bytes(o["recv_bytes"]) for o in ops],
         "out buffer": [fmt_bytes(o["out_bytes"]) for o in ops],
-        "n": [o.get("group_size") or "-" for o in ops],
+        "n": [str(o.get("group_size") or "-") for o in ops],  # one type per column (Arrow)
         "algbw": [fmt_bandwidth(o.get("algbw_Bps")) for o in ops],
         "busbw": [fmt_bandwidth(o.get("busbw_Bps")) for o in ops],
         "link peak": [fmt_bandwidth(o.get("link_peak_Bps")) for o in ops],
