@@ -241,11 +241,12 @@ def test_jax_code_export_runs_and_moves_data_exactly(tmp_path):
     import sys
 
     at = _app().run()
-    _set(at, **SMALL)
+    _set(at, **dict(SMALL, dtype="float16"))
     _ok(at)
     assert at.download_button(key="export_jax").label == "Download JAX code"
     code = [c.value for c in at.code if c.language == "python"]
     assert len(code) == 1
+    assert "DTYPE = jnp.dtype('float16')" in code[0]   # the scenario's dtype, not float32
     plan = synth.Plan.from_dict(_exported(at))
     check_moves_exactly(plan)
     path = tmp_path / "reshard_plan.py"

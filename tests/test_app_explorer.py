@@ -660,3 +660,16 @@ def test_a_replay_the_simulator_refuses_is_one_line_before_any_job(monkeypatch):
     after = {j.key for j in jobs.manager().running() + jobs.manager().waiting()}
     assert after <= before
     assert "all_to_all over 512 devices" in errs[0]
+
+
+def test_compare_simulates_the_strategies_the_simulator_accepts():
+    """4096 devices: the all-to-all strategies are refused by the replay-size limit, each
+    with its line; the all-gather one (easy) is still simulated and shown."""
+    at = _app("ui/pages/compare.py", machine_size="16x16x16", mesh="data=512,model=8", planner="normal")
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    warned = [str(w.value) for w in at.warning if "not simulated" in str(w.value)]
+    assert warned and all("above the simulator's limit" in w for w in warned)
+    assert not any(w.startswith("easy:") for w in warned)
+    table = at.dataframe[0].value
+    assert list(table["strategy"]) == ["easy"]
+    assert all(name.split(":")[0] not in list(table["strategy"]) for name in warned)

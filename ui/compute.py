@@ -334,6 +334,19 @@ def check_replay(schedules, profile: str, size: str) -> None:
         check_replay_size(s, m)
 
 
+def split_replayable(schedules: dict, profile: str, size: str) -> tuple[dict, dict]:
+    """``(ok, refused)``: the strategies the simulator will replay, and name -> its one
+    line for those it refuses as too large (:func:`check_replay`)."""
+    ok, refused = {}, {}
+    for name, s in schedules.items():
+        try:
+            check_replay([s], profile, size)
+            ok[name] = s
+        except RedistributionError as e:
+            refused[name] = str(e)
+    return ok, refused
+
+
 def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: str = "simulate"):
     """The result of ``func(*args)``: computed inline when the estimate (``kind``'s
     rate, :func:`ui.jobs.estimate_s`) is under ``ui.jobs.INLINE_S`` (cached), else a

@@ -97,6 +97,11 @@ def main():
 
     try:
         schedules = compute.strategy_schedules(plan, sc, xla)
+        ok, refused = compute.split_replayable(schedules, sc.machine_profile, sc.machine_size)
+        if refused and ok:  # simulate the others; say which were left out and why
+            for name, why in refused.items():
+                st.warning(f"{name}: not simulated: {why}")
+            schedules = ok
         view = background.resolve(compute.compare_simulations(schedules, mesh_text, sc, placement, bw, lat))
     except RedistributionError as e:
         st.error(str(e))
