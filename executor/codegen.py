@@ -95,7 +95,7 @@ def generate_source(plan: Plan, function_name: str = "redistribute", dtype: str 
         "    devices = jax.devices() if devices is None else devices",
         f"    if len(devices) < {mesh.size}:",
         f"        raise ValueError(f\"this plan needs {mesh.size} devices, JAX sees {{len(devices)}} \"",
-        f"                         f\"({{jax.default_backend()}}); on CPU start Python with \"",
+        "                         f\"({jax.default_backend()}); on CPU start Python with \"",
         f"                         \"XLA_FLAGS=--xla_force_host_platform_device_count={mesh.size}\")",
         f"    return Mesh(np.asarray(devices[:{mesh.size}]).reshape(MESH_SHAPE), MESH_AXES)",
         "",
