@@ -90,10 +90,14 @@ def op_time_s(op, machine, chips=None, units=None) -> float:
 def _op_time_cached(op, machine, chips) -> float:
     """Ops, profiles and placements are immutable values: a planner that costs the same op
     many times pays for its algorithm choice once."""
-    from models.collectives import MAX_ROUTE_LINKS, estimated_route_links, plan_op
+    from models.collectives import MAX_ROUTE_LINKS, direct_all_to_all_s, estimated_route_links, plan_op
 
     w = estimated_route_links(op, machine)
     if w > MAX_ROUTE_LINKS:
+        # switched machines and hosts: the same time, counted per node instead of per flow
+        t = direct_all_to_all_s(op, machine, chips)
+        if t is not None:
+            return t
         from models.errors import SimulationError
 
         n = max((len(g) for g in op.groups), default=0) if op.groups else len(op.pairs)

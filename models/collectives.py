@@ -642,3 +642,81 @@ def check_replay_size(schedule, machine, limit: float = MAX_ROUTE_LINKS) -> floa
             f"of {limit:.0e} (minutes of wall time); simulate a smaller machine (fewer devices), or a plan "
             f"whose collectives span fewer devices per group")
     return total
+
+
+def direct_all_to_all_s(op, machine, chips=None) -> float | None:
+    """:func:`plan_op`'s analytic time of an all-to-all on a switched machine or a CPU host without
+    routing its ``n(n-1)`` flows one by one: every route is the sender's half (up to its node's
+    switch, or out through its NIC to the fabric; on a host, into the bus) then the receiver's
+    half, so a link's load is the per-flow bytes times the number of partners on the other side,
+    counted per node in ``O(n)``. The latency is the largest up half plus the largest down half
+    (exact when links of one class have one latency, as in every built-in profile). ``None`` for
+    other machines and kinds."""
+    if op.kind != "all_to_all" or machine.kind not in ("switched", "cpu-host"):
+        return None
+    topo = machine.topology
+    chips = np.asarray(list(chips) if chips is not None else range(machine.num_devices), dtype=np.int64)
+    g = topo.graph
+    lid = topo.link_id
+    P = topo.num_chips
+    gpn = g.graph.get("gpus_per_node", P) if topo.kind == "multinode" else P
+    # per chip: intra-node half-routes (one link each) and inter-node half-routes (up to two links)
+    up_in, dn_in = np.full(P, -1), np.full(P, -1)
+    up_x, dn_x = np.full((P, 3), -1), np.full((P, 3), -1)
+    for c in range(P):
+        if topo.kind == "cpu-host":
+            up_x[c, :2] = (lid[(c, "bus_in")], lid[("bus_in", "bus_out")])
+            dn_x[c, 0] = lid[("bus_out", c)]
+            continue
+        if topo.kind != "multinode":
+            return None
+        sw = f"nvswitch{c // gpn}"
+        up_in[c], dn_in[c] = lid[(c, sw)], lid[(sw, c)]
+        if "fabric" in g:
+            up = next(v for v in g.successors(c) if not str(v).startswith("nvswitch"))
+            down = next(u for u in g.predecessors(c) if not str(u).startswith("nvswitch"))
+            up_x[c, :2] = (lid[(c, up)], lid[(up, "fabric")]) if up != "fabric" else (lid[(c, "fabric")], -1)
+            dn_x[c, :2] = (lid[("fabric", down)], lid[(down, c)]) if down != "fabric" else (lid[("fabric", c)], -1)
+    nl = len(topo.links)
+    load = np.zeros(nl + 1)                        # slot nl collects the -1 (no link) entries
+    _bw, lat, _ = _kind_params(machine, topo, "all_to_all")
+    lat1 = np.append(lat, 0.0)
+    lat_up = lat_dn = 0.0
+    per = op.send_bytes
+    for grp in op.groups:
+        n = len(grp)
+        if n < 2:
+            continue
+        c = chips[list(grp)]
+        node = c // gpn if topo.kind == "multinode" else np.zeros(n, dtype=np.int64)
+        _u, inv, cnt = np.unique(node, return_inverse=True, return_counts=True)
+        k_in = (cnt[inv] - 1).astype(float) if topo.kind == "multinode" else np.zeros(n)
+        k_x = (n - 1) - k_in
+        per_flow = per / (n - 1)
+        if topo.kind == "multinode":
+            for arr in (up_in, dn_in):
+                np.add.at(load, np.where(arr[c] >= 0, arr[c], nl), per_flow * k_in)
+            has = k_in > 0
+            if has.any():
+                lat_up = max(lat_up, float(lat1[np.where(up_in[c] >= 0, up_in[c], nl)][has].max()) +
+                             float(lat1[np.where(dn_in[c] >= 0, dn_in[c], nl)][has].max()))
+        for arr in (up_x, dn_x):
+            ids = np.where(arr[c] >= 0, arr[c], nl)
+            np.add.at(load, ids.ravel(), np.repeat(per_flow * k_x, ids.shape[1]))
+        has = k_x > 0
+        if has.any():
+            lu = lat1[np.where(up_x[c] >= 0, up_x[c], nl)].sum(axis=1)
+            ld = lat1[np.where(dn_x[c] >= 0, dn_x[c], nl)].sum(axis=1)
+            lat_dn = max(lat_dn, float(lu[has].max() + ld[has].max()))
+    lat_max = max(lat_up, lat_dn)
+    if machine.has_protocols and machine.kind == "switched":
+        alpha, hopl = machine.protocol_latency_s("Simple")
+        latency = hopl + lat_max
+    else:
+        alpha, latency = machine.alpha_s("all_to_all"), lat_max
+    cap = capacity(machine, topo, "all_to_all", 1.0, 1.0)
+    used = load[:nl] > 0
+    xfer = float((load[:nl][used] / cap[used]).max()) if used.any() else 0.0
+    if not used.any():      # nothing moves: plan_op has no phase, only the launch cost
+        latency = 0.0
+    return alpha + latency + xfer

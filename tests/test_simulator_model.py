@@ -196,6 +196,33 @@ def test_a_replay_too_large_to_finish_is_refused_before_it_starts():
     assert "4096 devices" in r.stderr and "smaller machine" in r.stderr
 
 
+def test_all_to_all_costed_per_node_equals_the_routed_flows():
+    import random
+
+    from models.collectives import direct_all_to_all_s, plan_op
+
+    rng = random.Random(1)
+    for spec in ("cpu-host:6", "dgx-h100:1", "dgx-h100:3", "h100-multinode:4", "gb200-nvl72", "dgx-a100:2"):
+        m = load_profile(spec)
+        P = m.num_devices
+        for n in sorted({2, P // 2, P} - {1}):
+            if P % n:
+                continue
+            chips, ids = list(range(P)), list(range(P))
+            rng.shuffle(chips)
+            rng.shuffle(ids)
+            groups = tuple(tuple(ids[i:i + n]) for i in range(0, P, n))
+            op = ScheduleOp("all_to_all", 1 << 20, 1 << 20, (1 << 20) * (n - 1) // n, (1 << 20) * (n - 1) // n,
+                            groups=groups)
+            want = plan_op(op, m, chips).analytic_s()
+            assert direct_all_to_all_s(op, m, chips) == pytest.approx(want, rel=1e-12), (spec, n)
+    assert direct_all_to_all_s(one_op("all_to_all", 8, 1 << 20).ops[0], load_profile("tpu-v4:2x2x2")) is None
+    # above the routing limit op_time_s takes the per-node count: a 4096-GPU all-to-all costs in a second
+    big = one_op("all_to_all", 4096, 1 << 30).ops[0]
+    m = load_profile("h100-multinode:512")
+    assert op_time_s(big, m) == direct_all_to_all_s(big, m) > 0
+
+
 def test_switched_routes_in_closed_form_match_the_shortest_paths():
     import itertools
 
