@@ -240,7 +240,6 @@ def _switch_link(topo, chip, up: bool):
 def _switched_flows(op, machine, topo, chips, algo, S, k):
     """(phase with the algorithm's flows, steps inside a node, steps crossing the network,
     rails) for all groups of ``op``; latency is filled in per protocol by the caller."""
-    n = len(op.groups[0])
     kind = op.kind
     ph = Phase()
     by0 = _nodes_of(machine, chips, op.groups[0])

@@ -451,14 +451,14 @@ def _schema():
     global _SCHEMA
     if _SCHEMA is not None:
         return _SCHEMA
-    from typing import Literal, Optional, Union
+    from typing import Literal
 
     from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
     class Sourced(BaseModel):
         model_config = ConfigDict(extra="forbid")
         value: float = Field(ge=0, allow_inf_nan=False)
-        source: Optional[str] = None
+        source: str | None = None
 
         @field_validator("value", mode="before")
         @classmethod
@@ -467,7 +467,7 @@ def _schema():
                 raise ValueError("must be a number, not a boolean")
             return v
 
-    Number = Union[Sourced, float]
+    Number = Sourced | float
 
     def _num_ok(v):
         if isinstance(v, bool):
@@ -476,11 +476,11 @@ def _schema():
             raise ValueError("must be a finite number >= 0")
         return v
 
-    fields = {k: (Optional[Number], None) for k in list(_PARAMS) + list(_OPTIONAL)}
+    fields = {k: (Number | None, None) for k in list(_PARAMS) + list(_OPTIONAL)}
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        __annotations__ = {k: Optional[Number] for k in fields}
+        __annotations__ = {k: Number | None for k in fields}
         locals().update({k: None for k in fields})
 
         @field_validator("*", mode="before")
@@ -490,19 +490,19 @@ def _schema():
 
     class Topo(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        kind: Optional[Literal["torus", "switched", "cpu-host"]] = None
-        default_size: Optional[Union[str, int]] = None
-        max_size: Optional[Union[str, int]] = None
-        dim_names: Optional[list[str]] = None
-        wraparound: Optional[Literal["always", "never", "multiple_of_4", "full", "cubes", "v4_torus_shapes"]] = None
-        source: Optional[str] = None
+        kind: Literal["torus", "switched", "cpu-host"] | None = None
+        default_size: str | int | None = None
+        max_size: str | int | None = None
+        dim_names: list[str] | None = None
+        wraparound: Literal["always", "never", "multiple_of_4", "full", "cubes", "v4_torus_shapes"] | None = None
+        source: str | None = None
 
     class KindOverride(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        alpha_s: Optional[Number] = None
-        bandwidth_Bps: Optional[Number] = None
-        latency_s: Optional[Number] = None
-        algorithm: Optional[str] = None
+        alpha_s: Number | None = None
+        bandwidth_Bps: Number | None = None
+        latency_s: Number | None = None
+        algorithm: str | None = None
 
         @field_validator("alpha_s", "bandwidth_Bps", "latency_s", mode="before")
         @classmethod
@@ -513,14 +513,14 @@ def _schema():
 
     class ProfileFile(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        name: Optional[str] = None
-        extends: Optional[str] = None
-        description: Optional[str] = None
-        topology: Optional[Topo] = None
-        algorithms: Optional[dict[Kind, str]] = None
-        params: Optional[Params] = None
-        collectives: Optional[dict[Kind, KindOverride]] = None
-        calibration: Optional[dict] = None      # free-form notes written by executor calibration
+        name: str | None = None
+        extends: str | None = None
+        description: str | None = None
+        topology: Topo | None = None
+        algorithms: dict[Kind, str] | None = None
+        params: Params | None = None
+        collectives: dict[Kind, KindOverride] | None = None
+        calibration: dict | None = None      # free-form notes written by executor calibration
 
     _ = StrictBool
     _SCHEMA = ProfileFile

@@ -35,8 +35,8 @@ import numpy as np
 from models.algorithms import components, expand, order_component, signature
 from models.analytic import local_bytes, schedule_lower_bound
 from models.collectives import MAX_ROUTE_LINKS, check_replay_size, plan_op
-from models.flow import maxmin_replay
 from models.errors import SimulationError
+from models.flow import maxmin_replay
 from models.placement import Placement
 from models.profiles import load_profile
 

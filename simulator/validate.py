@@ -130,9 +130,8 @@ def row_op(row, machine):
 
 
 def simulate_row(row) -> dict:
-    from synth import Schedule
-
     from simulator.engine import simulate
+    from synth import Schedule
 
     m = row_machine(row)
     op = row_op(row, m)
