@@ -360,6 +360,16 @@ def test_lower_bound_need_bytes():
     assert lower_bound_s(m, np.zeros(8)) == 0.0
 
 
+def check_pending_plan(plan):
+    """The plan's blocks, element by element (pending groups summed), against its target."""
+    from synth import interpret
+    from synth.interp import check_blocks
+
+    x = np.random.default_rng(0).integers(-99, 99, size=plan.src.shape)
+    blocks = interpret(plan.steps, plan.work_types[0], plan.work_mesh, x, seed=1)
+    check_blocks(x, blocks, plan.work_types[-1], plan.work_mesh, "final")
+
+
 @pytest.mark.parametrize("mesh_s,src_s,dst_s,want_elems", [
     # all-reduce: every device needs a value for all 64 elements (its own partial is not the sum)
     ("x=8", "[64]{U:x}", "[64]", 64),
@@ -376,6 +386,7 @@ def test_lower_bound_counts_pending_sums_like_synth(mesh_s, src_s, dst_s, want_e
 
     mesh, src, dst = Mesh.parse(mesh_s), ArrayType.parse(src_s), ArrayType.parse(dst_s)
     plan = synthesize(mesh, src, dst, planner="normal", itemsize=4)
+    check_pending_plan(plan)
     assert plan.recv_lower_bound_bytes == want_elems * 4
     m = load_profile("cpu-host:8")     # one link class, no in-network reduction
     res = simulate_plan(plan, m)
@@ -393,6 +404,7 @@ def test_in_network_reduction_keeps_the_bound_below_an_nvls_all_reduce():
     mesh = Mesh.parse("x=8")
     plan = synthesize(mesh, ArrayType.parse("[1048576]{U:x}"), ArrayType.parse("[1048576{x}]"),
                       planner="normal", itemsize=4)
+    check_pending_plan(plan)
     nvls = load_profile("dgx-h100:1x8")
     assert nvls.nvls_efficiency > 0
     res = simulate_plan(plan, nvls)
