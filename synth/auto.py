@@ -269,7 +269,7 @@ class _Searcher:
         else:
             op = ScheduleOp(kind, in_b, out_b, send_bytes=send, recv_bytes=recv,
                             groups=self._groups_of(X))
-            t = float(self.cost.op_time_s(op))
+            t = _op_time(self.cost, op)
         c = (t, recv, 1)
         self._op_cache[key] = c
         return c
@@ -286,7 +286,7 @@ class _Searcher:
             src = permute_sources(self.to_type(S), self.to_type(S2), self.mesh)
             pairs = tuple((int(s), d) for d, s in enumerate(src) if int(s) != d)
             op = ScheduleOp("permute", in_b, in_b, send_bytes=in_b, recv_bytes=in_b, pairs=pairs)
-            t = float(self.cost.op_time_s(op))
+            t = _op_time(self.cost, op)
         c = (t, in_b, 1)
         self._op_cache[key] = c
         return c
@@ -300,7 +300,7 @@ class _Searcher:
             n = self.mesh.size
             op = ScheduleOp("dyn_slice", in_elems * self.itemsize, out_elems * self.itemsize,
                             groups=tuple((d,) for d in range(n)))
-            c = (float(self.cost.op_time_s(op)), 0, 0)
+            c = (_op_time(self.cost, op), 0, 0)
             self._op_cache[key] = c
         return c
 
@@ -664,11 +664,28 @@ def _moves_no_cost(sr, S):
 
 
 # -- the planner --------------------------------------------------------------------------
+def _op_time(cost, op) -> float:
+    """``cost.op_time_s(op)``, or ``inf`` where the cost model refuses the op (too large to
+    cost, e.g. a flat all-to-all over thousands of torus chips): the search then skips that
+    move and tries the others instead of failing as a whole."""
+    try:
+        return float(cost.op_time_s(op))
+    except RedistributionError:
+        return math.inf
+
+
 def _strip(t: ArrayType, mesh: Mesh):
     return tuple(tuple(a for a in d.axes if mesh.shape[a] > 1) for d in t.dims)
 
 
 def _need_bytes(mesh, src, dst, itemsize):
+    """Bytes each device lacks of its target block (an admissible bound: what it lacks must
+    arrive). A target with pending axes the source lacks can be reached locally in part
+    (a device may keep its data as its partial), so the bound is 0 there."""
+    import numpy as np
+
+    if set(getattr(dst, "unreduced", ())) - set(getattr(src, "unreduced", ())):
+        return np.zeros(mesh.size, dtype=np.int64)
     s0, s1 = src.regions(mesh)
     d0, d1 = dst.regions(mesh)
     import numpy as np
@@ -739,7 +756,7 @@ def schedule_cost(plan: Plan, cost) -> tuple[float, int, int]:
             c.kind in _DEFAULT_KINDS for c in plan.steps):
         return _default_plan_cost(plan, cost)
     sched = plan.to_schedule()
-    t = sum(float(cost.op_time_s(op)) for op in sched.ops)
+    t = sum(_op_time(cost, op) for op in sched.ops)
     return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
 
 
