@@ -90,14 +90,17 @@ def op_time_s(op, machine, chips=None, units=None) -> float:
 def _op_time_cached(op, machine, chips) -> float:
     """Ops, profiles and placements are immutable values: a planner that costs the same op
     many times pays for its algorithm choice once."""
-    from models.collectives import MAX_ROUTE_LINKS, direct_all_to_all_s, estimated_route_links, plan_op
+    from models.collectives import (MAX_ROUTE_LINKS, aggregated, direct_all_to_all_s, estimated_route_links,
+                                    plan_op)
 
-    w = estimated_route_links(op, machine)
-    if w > MAX_ROUTE_LINKS:
-        # switched machines and hosts: the same time, counted per node instead of per flow
+    if aggregated(op, machine):
+        # a large all-to-all: the same time from per-link loads counted in aggregate (per node on
+        # switched machines and hosts, per torus ring segment) instead of flow by flow
         t = direct_all_to_all_s(op, machine, chips)
         if t is not None:
             return t
+    w = estimated_route_links(op, machine)
+    if w > MAX_ROUTE_LINKS:
         from models.errors import SimulationError
 
         n = max((len(g) for g in op.groups), default=0) if op.groups else len(op.pairs)

@@ -622,14 +622,44 @@ def estimated_route_links(op, machine) -> float:
     return flows * mean_hops(machine)
 
 
+#: an all-to-all whose flows would cross more links than this is not replayed flow by flow: the
+#: simulator and the analytic model take its per-link loads in aggregate
+#: (:func:`direct_all_to_all_loads`; exact loads, the busiest link's time stands for the max-min
+#: replay, see docs/simulator.md "Aggregated all-to-all")
+AGGREGATE_ROUTE_LINKS = 2_000_000
+#: ... up to this many (source, destination) pairs on a torus (array work, about 4 s per 10M pairs
+#: on a 2-core machine); above it the op is refused like any other too-large replay
+MAX_AGGREGATE_PAIRS = 20_000_000
+
+
+def aggregated(op, machine) -> bool:
+    """Whether the simulator and :func:`models.analytic.op_time_s` cost ``op`` from aggregate
+    per-link loads instead of routing its flows: an all-to-all above :data:`AGGREGATE_ROUTE_LINKS`
+    estimated flow-hops on a switched machine, a CPU host, or a torus whose links share one
+    latency, with at most :data:`MAX_AGGREGATE_PAIRS` pairs on a torus."""
+    if op.kind != "all_to_all" or estimated_route_links(op, machine) <= AGGREGATE_ROUTE_LINKS:
+        return False
+    if machine.kind in ("switched", "cpu-host"):
+        return True
+    if machine.kind != "torus":
+        return False
+    pairs = sum(len(g) * (len(g) - 1) for g in op.groups)
+    if pairs > MAX_AGGREGATE_PAIRS:
+        return False
+    topo = machine.topology
+    _bw, lat, _ = _kind_params(machine, topo, "all_to_all")
+    return topo._torus is not None and (not len(lat) or float(np.ptp(lat)) <= 1e-15 * float(np.max(lat)))
+
+
 def check_replay_size(schedule, machine, limit: float = MAX_ROUTE_LINKS) -> float:
-    """The estimated link crossings of replaying ``schedule`` (:func:`estimated_route_links`);
-    raises :class:`models.errors.SimulationError` (a RedistributionError) above ``limit``."""
+    """The estimated link crossings of replaying ``schedule`` (:func:`estimated_route_links`; ops
+    the simulator takes in aggregate, :func:`aggregated`, count 0); raises
+    :class:`models.errors.SimulationError` (a RedistributionError) above ``limit``."""
     from models.errors import SimulationError
 
     total, worst = 0.0, (0.0, None)
     for k, op in enumerate(schedule.ops):
-        w = estimated_route_links(op, machine)
+        w = 0.0 if aggregated(op, machine) else estimated_route_links(op, machine)
         total += w
         worst = max(worst, (w, k), key=lambda x: x[0])
     if total > limit:
@@ -644,14 +674,32 @@ def check_replay_size(schedule, machine, limit: float = MAX_ROUTE_LINKS) -> floa
 
 
 def direct_all_to_all_s(op, machine, chips=None) -> float | None:
-    """:func:`plan_op`'s analytic time of an all-to-all on a switched machine or a CPU host without
-    routing its ``n(n-1)`` flows one by one: every route is the sender's half (up to its node's
+    """:func:`plan_op`'s analytic time of an all-to-all without routing its flows one by one
+    (:func:`direct_all_to_all_loads`): ``alpha + latency + busiest link's bytes / capacity``.
+    ``None`` where the aggregate is not available."""
+    agg = direct_all_to_all_loads(op, machine, chips)
+    if agg is None:
+        return None
+    return agg["alpha_s"] + agg["latency_s"] + agg["xfer_s"]
+
+
+def direct_all_to_all_loads(op, machine, chips=None) -> dict | None:
+    """Per-link bytes of :func:`plan_op`'s direct all-to-all, without routing its flows one by one.
+
+    Tori: :func:`torus_all_to_all_loads` (dimension-ordered routes as difference arrays per ring).
+    Switched machines and CPU hosts: every route is the sender's half (up to its node's
     switch, or out through its NIC to the fabric; on a host, into the bus) then the receiver's
     half, so a link's load is the per-flow bytes times the number of partners on the other side,
     counted per node in ``O(n)``. The latency is the largest up half plus the largest down half
-    (exact when links of one class have one latency, as in every built-in profile). ``None`` for
-    other machines and kinds."""
-    if op.kind != "all_to_all" or machine.kind not in ("switched", "cpu-host"):
+    (exact when links of one class have one latency, as in every built-in profile).
+
+    Returns ``{"load": bytes per link, "capacity", "alpha_s", "latency_s", "xfer_s", "flows"}``
+    (``xfer_s`` = busiest link's bytes / capacity) or ``None`` for other kinds."""
+    if op.kind != "all_to_all":
+        return None
+    if machine.kind == "torus":
+        return torus_all_to_all_loads(op, machine, chips)
+    if machine.kind not in ("switched", "cpu-host"):
         return None
     topo = machine.topology
     chips = np.asarray(list(chips) if chips is not None else range(machine.num_devices), dtype=np.int64)
@@ -713,9 +761,135 @@ def direct_all_to_all_s(op, machine, chips=None) -> float | None:
         latency = hopl + lat_max
     else:
         alpha, latency = machine.alpha_s("all_to_all"), lat_max
+    flows = sum(len(g) * (len(g) - 1) for g in op.groups if len(g) > 1) if per > 0 else 0
+    return _aggregate(machine, topo, load[:nl], alpha, latency, flows)
+
+
+def _aggregate(machine, topo, load, alpha, latency, flows) -> dict:
     cap = capacity(machine, topo, "all_to_all", 1.0, 1.0)
-    used = load[:nl] > 0
-    xfer = float((load[:nl][used] / cap[used]).max()) if used.any() else 0.0
+    used = load > 0
+    xfer = float((load[used] / cap[used]).max()) if used.any() else 0.0
     if not used.any():      # nothing moves: plan_op has no phase, only the launch cost
-        latency = 0.0
-    return alpha + latency + xfer
+        latency, flows = 0.0, 0
+    return {"load": load, "capacity": cap, "alpha_s": float(alpha), "latency_s": float(latency),
+            "xfer_s": xfer, "flows": int(flows)}
+
+
+#: pairs routed per numpy batch by :func:`torus_all_to_all_loads` (bounds its memory: ~100 MB)
+TORUS_BATCH_PAIRS = 2_000_000
+
+
+def _torus_link_table(topo):
+    """``table[chip, dim, 0 | 1]``: the link leaving ``chip`` one step ``+`` / ``-`` along ``dim``
+    (the same edge :meth:`Topology._torus_route` takes), ``-1`` where there is none."""
+    t = getattr(topo, "_torus_link_table", None)
+    if t is not None:
+        return t
+    dims, wrap, strides = topo._torus
+    P = math.prod(dims)
+    t = np.full((P, len(dims), 2), -1, dtype=np.int64)
+    lid = topo.link_id
+    for node in range(P):
+        for k, s in enumerate(dims):
+            if s < 2:
+                continue
+            c = (node // strides[k]) % s
+            for j, step in enumerate((1, -1)):
+                nc = c + step
+                if not 0 <= nc < s:
+                    if not wrap[k]:
+                        continue
+                    nc %= s
+                t[node, k, j] = lid.get((node, node + (nc - c) * strides[k]), -1)
+    topo._torus_link_table = t
+    return t
+
+
+def torus_all_to_all_loads(op, machine, chips=None) -> dict | None:
+    """Per-link bytes of a direct all-to-all on a torus, equal to routing its ``n(n-1)`` flows per
+    group one by one with :meth:`models.topology.Topology.route` (dimension order, shortest way
+    round each ring, ties ``+``), in vectorised numpy: for each dimension in routing order every
+    flow covers one contiguous segment of one ring (its *line*); the segments are summed as
+    difference arrays per line and direction (``O(pairs x dims)`` array work, no Python object per
+    flow). The latency is the longest route's hops times the link latency (``None`` when links
+    differ in latency, or the torus router is not in use). Same dict as
+    :func:`direct_all_to_all_loads`."""
+    topo = machine.topology
+    if op.kind != "all_to_all" or topo._torus is None:
+        return None
+    _bw, lat, _ = _kind_params(machine, topo, "all_to_all")
+    if len(lat) and float(np.ptp(lat)) > 1e-15 * max(float(np.max(lat)), 1e-300):
+        return None
+    hop_lat = float(lat[0]) if len(lat) else 0.0
+    dims, wrap, strides = topo._torus
+    dims = tuple(int(d) for d in dims)
+    P = math.prod(dims)
+    table = _torus_link_table(topo)
+    chips = np.asarray(list(chips) if chips is not None else range(machine.num_devices), dtype=np.int64)
+    nl = len(topo.links)
+    count = np.zeros(nl)          # flows crossing each link, per unit of per-flow bytes
+    load = np.zeros(nl)
+    max_hops = 0
+    flows = 0
+    for grp in op.groups:
+        n = len(grp)
+        if n < 2 or op.send_bytes <= 0:
+            continue
+        per = op.send_bytes / (n - 1)
+        flows += n * (n - 1)
+        c = chips[list(grp)]
+        co = np.stack(np.unravel_index(c, dims), axis=1).astype(np.int64)   # (n, nd)
+        count[:] = 0.0
+        rows = max(1, TORUS_BATCH_PAIRS // max(n - 1, 1))
+        for i0 in range(0, n, rows):
+            i = np.arange(i0, min(n, i0 + rows))
+            jj = np.arange(1, n)
+            src = np.repeat(i, n - 1)
+            dst = (src + np.tile(jj, len(i))) % n
+            cur = co[src].copy()
+            tgt = co[dst]
+            hops = np.zeros(len(src), dtype=np.int64)
+            for k, s in enumerate(dims):
+                if s < 2:
+                    continue
+                ca, cb = cur[:, k], tgt[:, k]
+                if wrap[k]:
+                    fwd = (cb - ca) % s
+                    plus = fwd <= s - fwd
+                    length = np.where(plus, fwd, s - fwd)
+                else:
+                    plus = cb > ca
+                    length = np.abs(cb - ca)
+                start = np.where(plus, ca, (cb + 1) % s)
+                hops += length
+                node_base = (cur * np.asarray(strides, dtype=np.int64)).sum(axis=1) - ca * strides[k]
+                line = (node_base // (strides[k] * s)) * strides[k] + node_base % strides[k]
+                nlines = P // s
+                for j, sel in enumerate((plus, ~plus)):
+                    m = sel & (length > 0)
+                    if not m.any():
+                        continue
+                    ln, st, le = line[m], start[m], length[m]
+                    end = st + le
+                    wrapd = end > s
+                    w1 = s + 1
+                    idx = [ln * w1 + st, ln * w1 + np.minimum(end, s),
+                           ln[wrapd] * w1, ln[wrapd] * w1 + (end[wrapd] - s)]
+                    sgn = [1.0, -1.0, 1.0, -1.0]
+                    diff = np.zeros(nlines * w1)
+                    for ix, sg in zip(idx, sgn):
+                        diff += sg * np.bincount(ix, minlength=nlines * w1)
+                    per_pos = np.cumsum(diff.reshape(nlines, w1), axis=1)[:, :s]   # (line, pos)
+                    lines = np.arange(nlines)
+                    base = (lines // strides[k]) * strides[k] * s + lines % strides[k]
+                    nodes = base[:, None] + np.arange(s)[None, :] * strides[k]
+                    links = table[nodes, k, j]
+                    used = per_pos > 0.5
+                    if (links[used] < 0).any():
+                        return None
+                    np.add.at(count, links[used], per_pos[used])
+                cur[:, k] = cb
+            max_hops = max(max_hops, int(hops.max()) if len(hops) else 0)
+        load += per * count
+    alpha = machine.alpha_s("all_to_all")
+    return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows)

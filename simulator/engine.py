@@ -14,6 +14,12 @@ Two engines share every op's algorithm choice (:func:`models.collectives.plan_op
   an op whose algorithm is NVLS, a tree, a multi-ring over rails, a line or a multi-axis
   collective is replayed by the flow model and marked ``engine: "flow"`` in ``res.ops``.
   Both engines use the same link capacities (line rate x achieved fraction x protocol x ramp).
+* ``engine: "aggregate"`` (per op, either engine; algorithm ``direct(agg)``) -- an all-to-all too
+  large to route flow by flow (:func:`models.collectives.aggregated`): its exact per-link loads
+  are counted in aggregate (:func:`models.collectives.direct_all_to_all_loads`) and its transfer
+  time is the busiest link's bytes / capacity, i.e. the analytic time; the max-min replay of its
+  flows is not run (on the uniform all-to-alls checked it equals the busiest link's time), and
+  the trace has no per-flow rows for it.
 
 Common to both:
 
@@ -34,7 +40,7 @@ import numpy as np
 
 from models.algorithms import components, expand, order_component, signature
 from models.analytic import local_bytes, schedule_lower_bound
-from models.collectives import MAX_ROUTE_LINKS, check_replay_size, plan_op
+from models.collectives import MAX_ROUTE_LINKS, aggregated, check_replay_size, direct_all_to_all_loads, plan_op
 from models.errors import SimulationError
 from models.flow import maxmin_replay
 from models.placement import Placement
@@ -274,6 +280,17 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
         if op.is_local:
             dur = machine.alpha_s(op.kind) + local_bytes(op) / machine.local_bandwidth_Bps(op.kind)
             analytic = dur
+        elif (agg := direct_all_to_all_loads(op, machine, chips) if aggregated(op, machine) else None) is not None:
+            # a large all-to-all: exact per-link loads counted in aggregate; its transfer time is the
+            # busiest link's (the max-min replay of its flows is not run: engine "aggregate")
+            load, cap = agg["load"], agg["capacity"]
+            link_bytes += load
+            used = load > 0
+            link_busy[used] += load[used] / cap[used]
+            dur = analytic = agg["alpha_s"] + agg["latency_s"] + agg["xfer_s"]
+            info.update(algorithm="direct(agg)", engine="aggregate", flows=agg["flows"], units=agg["flows"],
+                        components=1, simulated=0, size_bytes=float(op.in_bytes))
+            trace_ops.append(("flow", k, start + agg["alpha_s"], agg["latency_s"], []))
         else:
             plan = plan_op(op, machine, chips)
             analytic = plan.analytic_s()

@@ -167,7 +167,7 @@ def test_a_flat_collective_over_4096_devices_replays():
     assert res.lower_bound_s <= res.time_s < 3 * res.lower_bound_s
 
 
-def test_a_replay_too_large_to_finish_is_refused_before_it_starts():
+def test_a_replay_too_large_to_finish_is_refused_before_it_starts(monkeypatch):
     import subprocess
     import sys
     import time
@@ -176,24 +176,30 @@ def test_a_replay_too_large_to_finish_is_refused_before_it_starts():
     from models.errors import SimulationError
     from synth import RedistributionError
 
+    import models.collectives as mc
+
     big = one_op("all_to_all", 4096, 1 << 30)          # 16.8M flows of about 12 hops
     t0 = time.perf_counter()
+    # above the aggregate path's own limit (lowered here; 1e8 pairs by default) the refusal is the guard
+    monkeypatch.setattr(mc, "MAX_AGGREGATE_PAIRS", 1_000_000)
     with pytest.raises(SimulationError, match=r"2\.01e\+08 flow-hops .*smaller machine"):
         simulate(big, "tpu-v4:16x16x16")
     with pytest.raises(SimulationError, match="above the limit"):
         op_time_s(big.ops[0], load_profile("tpu-v4:16x16x16"))
     assert time.perf_counter() - t0 < 30                # refused, not replayed (minutes)
+    monkeypatch.undo()
     assert issubclass(SimulationError, RedistributionError)
     # an all-to-all over 256 chips is well inside the limit and replays
     small = one_op("all_to_all", 256, 1 << 20)
     assert check_replay_size(small, load_profile("tpu-v4:4x4x16")) < MAX_ROUTE_LINKS
     assert simulate(small, "tpu-v4:4x4x16").time_s > 0
-    # the CLI (default planner auto costs the op on the machine): one line, exit 2
-    r = subprocess.run([sys.executable, "-m", "simulator", "run", "--hardware", "tpu-v4:16x16x16", "--mesh",
-                        "x=4096", "--src", "[4096{x}, 4096]", "--dst", "[4096, 4096{x}]"],
+    # the CLI: an all-to-all over a whole 8960-chip pod (80M pairs, above MAX_AGGREGATE_PAIRS):
+    # one line, exit 2
+    r = subprocess.run([sys.executable, "-m", "simulator", "run", "--hardware", "tpu-v5p:16x20x28", "--mesh",
+                        "x=8960", "--src", "[8960{x}, 8960]", "--dst", "[8960, 8960{x}]", "--planner", "normal"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "4096 devices" in r.stderr and "smaller machine" in r.stderr
+    assert "8960 devices" in r.stderr and "smaller machine" in r.stderr
 
 
 def test_all_to_all_costed_per_node_equals_the_routed_flows():
@@ -216,7 +222,7 @@ def test_all_to_all_costed_per_node_equals_the_routed_flows():
                             groups=groups)
             want = plan_op(op, m, chips).analytic_s()
             assert direct_all_to_all_s(op, m, chips) == pytest.approx(want, rel=1e-12), (spec, n)
-    assert direct_all_to_all_s(one_op("all_to_all", 8, 1 << 20).ops[0], load_profile("tpu-v4:2x2x2")) is None
+    assert direct_all_to_all_s(one_op("all_gather", 8, 1 << 20).ops[0], load_profile("tpu-v4:2x2x2")) is None
     # above the routing limit op_time_s takes the per-node count: a 4096-GPU all-to-all costs in a second
     big = one_op("all_to_all", 4096, 1 << 30).ops[0]
     m = load_profile("h100-multinode:512")
@@ -265,3 +271,71 @@ def test_validate_against_published_measurements(tmp_path, monkeypatch):
     assert system_of_profile("dgx-h100:1") == "H100/H200 NVLink node"
     assert system_of_profile("tpu-v4:4x4x4") == "TPU ICI"
     assert system_of_profile("cpu-host:8") is None
+
+
+# -- large all-to-alls on tori: per-link loads in aggregate --------------------------------------
+@pytest.mark.parametrize("spec", ["tpu-v4:2x2x2", "tpu-v4:4x4x4", "tpu-v4:2x4x8", "tpu-v5e:4x4", "tpu-v5e:2x8"])
+def test_torus_all_to_all_in_aggregate_equals_the_routed_flows(spec):
+    """The vectorised loads equal routing every flow (shuffled placements and groups, wrapped and
+    open dimensions, size-2 rings), the time equals plan_op's analytic time and the max-min replay."""
+    import random
+
+    from models.collectives import direct_all_to_all_loads, plan_op
+    from models.flow import maxmin_replay
+
+    rng = random.Random(7)
+    m = load_profile(spec)
+    P = m.num_devices
+    for n in sorted({2, 4, P // 2, P} - {1}):
+        chips, ids = list(range(P)), list(range(P))
+        rng.shuffle(chips)
+        rng.shuffle(ids)
+        groups = tuple(tuple(ids[i:i + n]) for i in range(0, P, n))
+        op = ScheduleOp("all_to_all", 1 << 20, 1 << 20, (1 << 20) * (n - 1) // n, (1 << 20) * (n - 1) // n,
+                        groups=groups)
+        plan = plan_op(op, m, chips)
+        routed = np.zeros(len(m.topology.links))
+        for ph in plan.phases:
+            for r, b, w in zip(ph.routes, ph.nbytes, ph.weights):
+                routed[list(r)] += b * w
+        agg = direct_all_to_all_loads(op, m, chips)
+        assert agg["flows"] == plan.num_flows() == P * (n - 1)
+        np.testing.assert_allclose(agg["load"], routed, rtol=1e-12, atol=1e-6)
+        t = agg["alpha_s"] + agg["latency_s"] + agg["xfer_s"]
+        assert t == pytest.approx(plan.analytic_s(), rel=1e-12), (spec, n)
+        replay = sum(maxmin_replay(ph.routes, ph.nbytes, ph.weights, plan.capacity)[0] for ph in plan.phases)
+        assert agg["xfer_s"] == pytest.approx(replay, rel=1e-6), (spec, n)
+
+
+def test_simulator_takes_large_all_to_alls_in_aggregate(monkeypatch):
+    """Above AGGREGATE_ROUTE_LINKS the simulator labels the op ``aggregate`` and its time, link
+    bytes and busy times equal the flow-by-flow replay of the same op."""
+    import models.collectives as mc
+
+    sched = synthesize("data=16,model=4", "[256{data}, 512{model}]", "[256{model}, 512{data}]",
+                       planner="normal")
+    want = simulate(sched, "tpu-v4:4x4x4")
+    assert all(o["engine"] in (None, "flow") for o in want.ops)
+    monkeypatch.setattr(mc, "AGGREGATE_ROUTE_LINKS", 0)
+    got = simulate(sched, "tpu-v4:4x4x4")
+    a2a = [o for o in got.ops if o["kind"] == "all_to_all"]
+    assert a2a and all(o["engine"] == "aggregate" and o["algorithm"] == "direct(agg)" for o in a2a)
+    assert got.time_s == pytest.approx(want.time_s, rel=1e-6)
+    for o, w in zip(got.ops, want.ops):
+        assert o["duration_s"] == pytest.approx(w["duration_s"], rel=1e-6)
+        assert o["flows"] == w["flows"]
+    np.testing.assert_allclose(got.link_bytes_array, want.link_bytes_array, rtol=1e-9)
+    np.testing.assert_allclose(got.link_busy_array, want.link_busy_array, rtol=1e-9)
+
+
+def test_the_apps_4096_chip_scenario_simulates():
+    """tpu-v4:16x16x16 with data=512,model=8 (an all-to-all over 512-chip groups, 2.6e7 flow-hops)
+    is no longer refused: the all-to-alls are taken in aggregate."""
+    sched = synthesize("data=512,model=8", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]",
+                       planner="normal")
+    res = simulate(sched, "tpu-v4:16x16x16", lp_bound=False)
+    big = [o for o in res.ops if o["kind"] == "all_to_all" and o["flows"] == 4096 * 511]
+    assert big and big[0]["engine"] == "aggregate"
+    assert res.time_s == pytest.approx(sum(o["duration_s"] for o in res.ops))
+    assert res.time_s == pytest.approx(res.analytic_s, rel=1e-9)
+    assert res.time_s >= res.lower_bound_s > 0
