@@ -90,8 +90,13 @@ def op_time_s(op, machine, chips=None, units=None) -> float:
 def _op_time_cached(op, machine, chips) -> float:
     """Ops, profiles and placements are immutable values: a planner that costs the same op
     many times pays for its algorithm choice once."""
-    from models.collectives import (MAX_ROUTE_LINKS, aggregated, direct_all_to_all_s, estimated_route_links,
-                                    plan_op)
+    from models.collectives import (
+        MAX_ROUTE_LINKS,
+        aggregated,
+        direct_all_to_all_s,
+        estimated_route_links,
+        plan_op,
+    )
 
     if aggregated(op, machine):
         # a large all-to-all: the same time from per-link loads counted in aggregate (per node on

@@ -40,7 +40,13 @@ import numpy as np
 
 from models.algorithms import components, expand, order_component, signature
 from models.analytic import local_bytes, schedule_lower_bound
-from models.collectives import MAX_ROUTE_LINKS, aggregated, check_replay_size, direct_all_to_all_loads, plan_op
+from models.collectives import (
+    MAX_ROUTE_LINKS,
+    aggregated,
+    check_replay_size,
+    direct_all_to_all_loads,
+    plan_op,
+)
 from models.errors import SimulationError
 from models.flow import maxmin_replay
 from models.placement import Placement

@@ -172,15 +172,14 @@ def test_a_replay_too_large_to_finish_is_refused_before_it_starts(monkeypatch):
     import sys
     import time
 
+    import models.collectives as mc
     from models.collectives import MAX_ROUTE_LINKS, check_replay_size
     from models.errors import SimulationError
     from synth import RedistributionError
 
-    import models.collectives as mc
-
     big = one_op("all_to_all", 4096, 1 << 30)          # 16.8M flows of about 12 hops
     t0 = time.perf_counter()
-    # above the aggregate path's own limit (lowered here; 1e8 pairs by default) the refusal is the guard
+    # above the aggregate path's own limit (lowered here; 2e7 pairs by default) the refusal is the guard
     monkeypatch.setattr(mc, "MAX_AGGREGATE_PAIRS", 1_000_000)
     with pytest.raises(SimulationError, match=r"2\.01e\+08 flow-hops .*smaller machine"):
         simulate(big, "tpu-v4:16x16x16")
