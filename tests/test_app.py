@@ -296,3 +296,19 @@ def test_machine_list_holds_loadable_profiles_only():
     assert "tpu-v4" in options
     for name in options:
         assert models.load_profile(name).num_devices >= 1
+
+
+def test_auto_plan_is_costed_on_the_scenarios_machine():
+    """Issue 11: the app's auto plan is the machine's, not one plan for every machine."""
+    from models.plan_cost import machine_cost
+    from synth.auto import schedule_cost
+    from ui import compute
+
+    args = ("x=8,y=4", "", "[256, 128{y}, 256{x}]", "[256, 128, 256]")
+    torus = compute.make_plan(*args, "auto", 64, 32, "tpu-v4", "2x4x4")
+    normal = compute.make_plan(*args, "normal", 64, 32, "tpu-v4", "2x4x4")
+    cost = machine_cost(compute.machine("tpu-v4", "2x4x4"), torus.mesh)
+    t_auto, t_normal = schedule_cost(torus, cost)[0], schedule_cost(normal, cost)[0]
+    assert t_auto < t_normal, (t_auto, t_normal)
+    assert torus.max_shard_bytes <= max(torus.src.shard_elems(torus.mesh), torus.dst.shard_elems(torus.mesh)) * 64
+    check_moves_exactly(torus)

@@ -88,16 +88,33 @@ def _parse_sharding(what: str, text: str, shape, mesh):
         raise InputError(f"{what} {text.strip()!r}: {msg}") from None
 
 
+#: The ``auto`` planner's search budget in the app (documented in docs/app.md): larger than
+#: synth's interactive default of 100 ms because the machine's cost model is slower per
+#: step on a cold server, and a plan is computed once per scenario (then cached).
+AUTO_BUDGET_S = 0.5
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
-              planner: str, itemsize: int, num_devices: int | None = None) -> synth.Plan:
+              planner: str, itemsize: int, num_devices: int | None = None,
+              machine_profile: str = "", machine_size: str = "") -> synth.Plan:
+    """The plan of ``planner``. ``auto`` is costed on the scenario's machine (row-major
+    placement: ``models.plan_cost.machine_cost``) when one is given and models/ loads;
+    otherwise on synth's documented default cost."""
     mesh, src, dst = parse_inputs(mesh_text, shape_text, src_text, dst_text, num_devices)
-    return synth.synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    kw = {"budget_s": AUTO_BUDGET_S} if planner == "auto" else {}
+    if planner == "auto" and machine_profile and not missing("models"):
+        m = machine(machine_profile, machine_size)
+        if m.num_devices == mesh.size:
+            from models.plan_cost import machine_cost
+
+            kw["cost"] = machine_cost(m, mesh)
+    return synth.synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **kw)
 
 
 def plan_for(sc: Scenario, planner: str | None = None) -> synth.Plan:
     return make_plan(sc.mesh, sc.shape, sc.src, sc.dst, planner or sc.planner, sc.itemsize,
-                     scenario_devices(sc))
+                     scenario_devices(sc), sc.machine_profile, sc.machine_size)
 
 
 # -- export -------------------------------------------------------------------------
@@ -492,7 +509,8 @@ def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict
     out = {f"ours ({plan.planner})": plan.to_schedule()}
     for name in planners():
         if name != plan.planner:
-            p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize)
+            p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize,
+                          None, sc.machine_profile, sc.machine_size)
             out[name] = p.to_schedule()
     for part, d in (xla or {}).items():
         out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])

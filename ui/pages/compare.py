@@ -66,7 +66,7 @@ def main():
     bw, lat, mesh_text, placement = _whatif(sc, base.mesh)
     try:
         plan = compute.make_plan(mesh_text, "", str(base.src), str(base.dst), sc.planner, sc.itemsize,
-                                 compute.scenario_devices(sc))
+                                 compute.scenario_devices(sc), sc.machine_profile, sc.machine_size)
     except RedistributionError as e:
         st.error(f"mesh {mesh_text}: {e}")
         return
