@@ -669,7 +669,8 @@ def worker(out_path: str) -> None:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         results[cid] = {"ok": ok, "why": why, "class": cls, "surface": surface, "expect": expect,
-                        "wall_s": time.perf_counter() - t0}
+                        "wall_s": time.perf_counter() - t0,
+                        "peak_after_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     Path(out_path).write_text(json.dumps({"results": results, "peak_rss_bytes": peak}))
 
@@ -724,6 +725,14 @@ def summary(data: dict) -> str:
              "by surface: " + ", ".join(f"{k} {v}" for k, v in sorted(by_surface.items())),
              "slowest: " + ", ".join(f"{k} {r['wall_s']:.1f} s" for k, r in
                                      sorted(res.items(), key=lambda kv: -kv[1]["wall_s"])[:5])]
+    prev, grew = 0, []
+    for k, r in res.items():  # the cases that raised the worker's peak memory the most
+        after = r.get("peak_after_bytes", 0)
+        if after > prev:
+            grew.append((after - prev, k))
+            prev = after
+    lines.append("peak memory grew most in: " + ", ".join(
+        f"{k} +{b / 1e9:.2f} GB" for b, k in sorted(grew, reverse=True)[:3]))
     lines += [f"  FAILED {k}: {res[k]['why']}" for k in failed]
     return "\n".join(lines)
 
