@@ -853,9 +853,9 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
                   "elapsed_s": float(time.perf_counter() - t0), "states": 0}
         return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
                     tuple(plan.notes) + (note,), search=search)
-    # the search stops at 75% of the budget: the rest builds and checks the plan (or
+    # the search stops at half the budget: the rest builds and checks the plan (or
     # falls back to normal's)
-    deadline = t0 + 0.75 * budget_s
+    deadline = t0 + 0.5 * budget_s
     S0, T = _strip(src, mesh), _strip(dst, mesh)
     sr = _Searcher(mesh, src.shape, S0, T, itemsize, cost, deadline, MAX_FUSED_GROUP,
                    pending=tuple(src.unreduced))
