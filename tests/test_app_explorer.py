@@ -649,9 +649,13 @@ def test_lower_bound_kinds_of_the_models_are_the_explained_ones():
 def test_a_replay_the_simulator_refuses_is_one_line_before_any_job(monkeypatch):
     """4096 devices with all-to-alls over 512 devices: the simulator's replay-size limit
     is checked on the page, so no worker starts and the page says why in one line."""
+    import models.collectives
     from ui import jobs
 
     monkeypatch.setenv("APP_INLINE_S", "0")  # anything not refused would become a job
+    # large torus all-to-alls are costed in aggregate up to MAX_AGGREGATE_PAIRS pairs; lower
+    # it so that this 512-device all-to-all is again a replay the simulator refuses
+    monkeypatch.setattr(models.collectives, "MAX_AGGREGATE_PAIRS", 1000)
     before = {j.key for j in jobs.manager().running() + jobs.manager().waiting()}
     at = _app("ui/pages/simulate.py", machine_size="16x16x16", mesh="data=512,model=8", planner="normal")
     errs = [e.value for e in at.error]
@@ -662,9 +666,12 @@ def test_a_replay_the_simulator_refuses_is_one_line_before_any_job(monkeypatch):
     assert "all_to_all over 512 devices" in errs[0]
 
 
-def test_compare_simulates_the_strategies_the_simulator_accepts():
+def test_compare_simulates_the_strategies_the_simulator_accepts(monkeypatch):
     """4096 devices: the all-to-all strategies are refused by the replay-size limit, each
     with its line; the all-gather one (easy) is still simulated and shown."""
+    import models.collectives
+
+    monkeypatch.setattr(models.collectives, "MAX_AGGREGATE_PAIRS", 1000)  # as above
     at = _app("ui/pages/compare.py", machine_size="16x16x16", mesh="data=512,model=8", planner="normal")
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
     warned = [str(w.value) for w in at.warning if "not simulated" in str(w.value)]
