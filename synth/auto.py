@@ -912,6 +912,8 @@ def _plan_auto_once(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
         full_steps = ([AllPermute(s1)] if s1 != src else []) + steps
         if d1 != dst:
             full_steps.append(AllPermute(dst))
+        from synth.planners import _merge_permutes  # synth.planners imports this module
+
         full_steps = _merge_permutes(full_steps)
         plan = Plan.build(mesh, usr_src, usr_dst, full_steps, itemsize, "auto")
         if mesh.base:  # steps written on the refined mesh: the canonical form round-trips
@@ -1043,16 +1045,6 @@ def _unsupported(mesh: Mesh, src: ArrayType, dst: ArrayType) -> str | None:
             if d.size % math.prod(mesh.shape[a] for a in d.axes):
                 return f"the {what} type {t} has an uneven dim ({d})"
     return None
-
-
-def _merge_permutes(steps):
-    merged = []
-    for c in steps:
-        if merged and c.kind == "all_permute" and merged[-1].kind == "all_permute":
-            merged[-1] = c
-        else:
-            merged.append(c)
-    return merged
 
 
 def check_budget(value, unit: str = "s") -> float:
