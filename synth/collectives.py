@@ -147,6 +147,19 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _check_divides(t: ArrayType, mesh: Mesh, dim: int, names, n: int, who: str, uneven_fix: str):
+    """The local size of ``dim`` (already split ``k`` ways) must divide by the group size
+    ``n`` of ``names`` when ``k > 1``; ``uneven_fix`` is the hint for an uneven dim."""
+    k = t.split(mesh, dim)
+    size = t.dims[dim].size
+    if k > 1 and _ceil(size, k) % n:
+        raise CollectiveError(
+            f"{who}: local size {_ceil(size, k)} of dim {dim} is not divisible by "
+            f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
+            + (f" = {n}" if len(names) > 1 else "")
+            + ("" if size % k == 0 else f"; with uneven dims {uneven_fix}"))
+
+
 def nests(size: int, coarse: int, n: int) -> bool:
     """Whether blocks of a dim of ``size`` split ``coarse`` ways hold, each, exactly
     ``n`` consecutive blocks of the split ``coarse * n`` (or the dim is whole)."""
@@ -275,14 +288,7 @@ class DynSlice(Collective):
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
         _unused(t, names, who)
-        k = t.split(mesh, self.dim)
-        size = t.dims[self.dim].size
-        if k > 1 and _ceil(size, k) % n:
-            raise CollectiveError(
-                f"{who}: local size {_ceil(size, k)} of dim {self.dim} is not divisible by "
-                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
-                + (f" = {n}" if len(names) > 1 else "")
-                + ("" if size % k == 0 else "; with uneven dims slice the whole dim instead"))
+        _check_divides(t, mesh, self.dim, names, n, who, "slice the whole dim instead")
         return t.with_dim_axes(self.dim, t.dims[self.dim].axes + names)
 
     def run(self, blocks, t_in, t_out, mesh):
@@ -381,15 +387,7 @@ class AllToAll(Collective):
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
         rest = _suffix(t, self.src_dim, names, who)
-        k_dst = t.split(mesh, self.dst_dim)
-        size_dst = t.dims[self.dst_dim].size
-        local = _ceil(size_dst, k_dst)
-        if k_dst > 1 and local % n:
-            raise CollectiveError(
-                f"{who}: local size {local} of dim {self.dst_dim} is not divisible by "
-                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
-                + (f" = {n}" if len(names) > 1 else "")
-                + ("" if size_dst % k_dst == 0 else "; with uneven dims split a whole dim instead"))
+        _check_divides(t, mesh, self.dst_dim, names, n, who, "split a whole dim instead")
         t2 = t.with_dim_axes(self.src_dim, rest)
         coarse = t2.split(mesh, self.src_dim)
         if not nests(t.dims[self.src_dim].size, coarse, n):
@@ -573,14 +571,7 @@ class ReduceScatter(Collective):
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
         _pending(t, names, who)
-        k = t.split(mesh, self.dim)
-        size = t.dims[self.dim].size
-        if k > 1 and _ceil(size, k) % n:
-            raise CollectiveError(
-                f"{who}: local size {_ceil(size, k)} of dim {self.dim} is not divisible by "
-                f"{'*'.join(f'{a}={mesh.axis_size(a)}' for a in names)}"
-                + (f" = {n}" if len(names) > 1 else "")
-                + ("" if size % k == 0 else "; with uneven dims reduce-scatter a whole dim instead"))
+        _check_divides(t, mesh, self.dim, names, n, who, "reduce-scatter a whole dim instead")
         t2 = t.with_unreduced(a for a in t.unreduced if a not in names)
         return t2.with_dim_axes(self.dim, t.dims[self.dim].axes + names)
 
