@@ -146,14 +146,17 @@ def test_compare_whatif_bandwidth_and_mesh():
     at = _app("ui/pages/compare.py")
     at.select_slider(key="cmp_bw_scale").set_value(4.0).run()
     _ok(at)
-    plan = synth.synthesize(*DEFAULT, itemsize=2)
+    plan = synth.Plan.from_dict(at.session_state["cmp_plan"])  # the page's own plan
+    check_moves_exactly(_shrunk(plan))
     fast = models.load_profile("tpu-v4:4x4x4").with_scale(bandwidth_scale=4.0)
     res = simulator.simulate_plan(plan, fast)
     assert _table(at)["ours (auto)"]["simulated time"] == fmt_seconds(res.time_s)
 
     at.selectbox(key="cmp_mesh").set_value("data=8,model=8").run()
     _ok(at)
-    plan8 = synth.synthesize("data=8,model=8", DEFAULT[1], DEFAULT[2], itemsize=2)
+    plan8 = synth.Plan.from_dict(at.session_state["cmp_plan"])
+    assert str(plan8.mesh) == str(synth.Mesh.parse("data=8,model=8"))
+    assert (str(plan8.src), str(plan8.dst)) == (str(plan.src), str(plan.dst))
     check_moves_exactly(_shrunk(plan8))
     res8 = simulator.simulate_plan(plan8, fast)
     row = _table(at)["ours (auto)"]
