@@ -670,9 +670,22 @@ def worker(out_path: str) -> None:
             signal.setitimer(signal.ITIMER_REAL, 0)
         results[cid] = {"ok": ok, "why": why, "class": cls, "surface": surface, "expect": expect,
                         "wall_s": time.perf_counter() - t0,
-                        "peak_after_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                        "peak_after_bytes": _own_peak_bytes()}
+    peak = _own_peak_bytes()
     Path(out_path).write_text(json.dumps({"results": results, "peak_rss_bytes": peak}))
+
+
+def _own_peak_bytes() -> int:
+    """This process's own peak resident memory: ``VmHWM`` of /proc/self/status. (Linux's
+    ``ru_maxrss`` is carried over ``execve`` from the forking parent, so a worker started by
+    a large pytest process would report the parent's size.)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_worker(timeout=1200) -> dict:
