@@ -14,7 +14,6 @@ fits; the shape used is printed. A benchmark, not a test: it prints figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 

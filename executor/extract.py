@@ -24,7 +24,14 @@ def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "floa
     import jax.numpy as jnp
 
     from executor.hlo import hlo_to_schedule
-    from executor.run import PARTITIONERS, Layout, compile_identity, compile_reduction, jax_mesh, named_sharding
+    from executor.run import (
+        PARTITIONERS,
+        Layout,
+        compile_identity,
+        compile_reduction,
+        jax_mesh,
+        named_sharding,
+    )
     from synth.types import refine
 
     if partitioner not in PARTITIONERS:

@@ -267,7 +267,7 @@ class LocalEngine:
             else:  # run_unit catches everything; this is a pickling or similar failure
                 out.append((unit, error_rows(unit, "error", f"{type(exc).__name__}: {exc}")))
         now = time.monotonic()
-        for fut, (unit, deadline, tid) in list(self.inflight.items()):
+        for fut, (_unit, deadline, tid) in list(self.inflight.items()):
             if now > deadline and not fut.done():
                 pid = self.pids.get(tid)
                 if pid is not None and tid not in self.killed:
@@ -402,7 +402,11 @@ class RayEngine:
         if address is not None:
             # the project's packages travel with the job; their dependencies must be installed
             # on the cluster's nodes (requirements.txt)
-            import executor, experiments, models, simulator, synth  # noqa: E401
+            import executor  # noqa: E401
+            import experiments
+            import models
+            import simulator
+            import synth
 
             env = {"env_vars": {"JAX_PLATFORMS": "cpu"},
                    "py_modules": [m.__path__[0] for m in (synth, models, simulator, executor, experiments)]}

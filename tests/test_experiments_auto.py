@@ -1,11 +1,11 @@
 """The sweeps' ``auto`` plans for the machine each row is simulated on (issue 11: plans
 must not ignore the machine)."""
 
+import numpy as np
+
 from experiments.config import parse_config
 from experiments.worker import run_unit
 from synth import Mesh, parse_type
-import numpy as np
-
 from synth.interp import check_blocks, interpret
 
 # Issue 11's fourth example: one plan (two all-gathers) used to be chosen for every machine.
