@@ -54,39 +54,22 @@ def run_relabelled(plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     """Run ``plan`` and check both its own target and the relabelled requested target
     exactly. Returns ``{"correct": True, "positions_checked": n, "moved_positions": k}``;
     raises :class:`executor.run.OutputMismatch` on any wrong element."""
-    import jax
-
-    from executor.lowering import body_for
     from executor.run import (
         OutputMismatch,
         _bits,
-        _enable_x64_if,
         check_output,
-        jax_mesh,
-        make_input,
-        named_sharding,
-        physical_input,
-        resolve_dtype,
+        plan_program,
     )
 
     requested, order = relabelling(plan)
     mesh = plan.work_mesh
     if mesh.size != plan.mesh.size or plan.work_types[-1] != plan.dst:
         raise ExecutorError("relabelled run: plans over sub-axes are not supported with a relabelling")
-    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
-    dtype, _ = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
-    _enable_x64_if(dtype)
-    if x is None:
-        x = make_input(plan.src, dtype, seed)
-    elif tuple(x.shape) != plan.src.shape:
-        raise ExecutorError(f"relabelled run: x has shape {tuple(x.shape)}, the plan's array is {plan.src.shape}")
-    jmesh = jax_mesh(mesh, devices)
-    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
-    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec,
-                               out_specs=dst_s.spec, check_vma=False), out_shardings=dst_s)
-    out = fn(jax.device_put(physical_input(x, src_w, mesh, seed), src_s))
+    pp = plan_program(plan, x, dtype, seed, devices, "relabelled run")
+    x, jmesh = pp.x, pp.jmesh
+    out = pp.fn(pp.xs)
     out.block_until_ready()
-    err = check_output(out, x, dst_w, mesh, jmesh)
+    err = check_output(out, x, pp.dst_w, mesh, jmesh)
     if err:
         raise OutputMismatch(f"relabelled run: the plan's own target {plan.dst}: {err}")
     pos = {d.id: i for i, d in enumerate(jmesh.devices.flat)}

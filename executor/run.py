@@ -339,6 +339,44 @@ def _finish(strategy, fn, compiled, xs, x, dst, mesh, jmesh, measure, warmup, re
                      tuple(xs.shape), str(x.dtype))
 
 
+@dataclass(frozen=True)
+class PlanProgram:
+    """A plan's jitted ``shard_map`` program and its placed input (:func:`plan_program`)."""
+
+    fn: object
+    xs: object
+    x: np.ndarray
+    mesh: Mesh
+    jmesh: object
+    dst_w: object
+    itemsize: int
+
+
+def plan_program(plan: Plan, x, dtype, seed: int, devices, who: str) -> PlanProgram:
+    """The jitted program of ``plan`` over its working mesh (the user's mesh refined into
+    the sub-axes the plan uses) and the physical input placed in the source sharding;
+    ``x`` defaults to a seeded array of the plan's shape and dtype."""
+    import jax
+
+    from executor.lowering import body_for
+
+    mesh = plan.work_mesh
+    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
+    dtype, itemsize = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
+    _enable_x64_if(dtype)
+    if x is None:
+        x = make_input(plan.src, dtype, seed)
+    elif tuple(x.shape) != plan.src.shape:
+        raise ExecutorError(f"{who}: x has shape {tuple(x.shape)}, the plan's array is {plan.src.shape}")
+    jmesh = jax_mesh(mesh, devices)
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
+    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec,
+                               out_specs=dst_s.spec, check_vma=False),
+                 out_shardings=dst_s)
+    xs = jax.device_put(physical_input(x, src_w, mesh, seed), src_s)
+    return PlanProgram(fn, xs, x, mesh, jmesh, dst_w, itemsize)
+
+
 def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = None,
              measure: bool = False, warmup: int = 3, repeats: int = 10, strict: bool = True,
              devices=None, seed: int = 0) -> RunResult:
@@ -347,24 +385,8 @@ def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     ``x`` defaults to a seeded array of the plan's global shape and dtype (float32 for
     itemsize 4). With ``strict`` (default) a wrong output raises :class:`OutputMismatch`;
     otherwise the result says ``correct=False`` and why."""
-    import jax
-
-    from executor.lowering import body_for
-
-    mesh = plan.work_mesh  # the user's mesh, refined into the sub-axes the plan uses
-    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
-    dtype, itemsize = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
-    _enable_x64_if(dtype)
-    if x is None:
-        x = make_input(plan.src, dtype, seed)
-    elif tuple(x.shape) != plan.src.shape:
-        raise ExecutorError(f"run_plan: x has shape {tuple(x.shape)}, the plan's array is {plan.src.shape}")
-    jmesh = jax_mesh(mesh, devices)
-    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
-    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec,
-                               out_specs=dst_s.spec, check_vma=False),
-                 out_shardings=dst_s)
-    xs = jax.device_put(physical_input(x, src_w, mesh, seed), src_s)
+    pp = plan_program(plan, x, dtype, seed, devices, "run_plan")
+    fn, xs, x, dst_w, mesh, jmesh, itemsize = pp.fn, pp.xs, pp.x, pp.dst_w, pp.mesh, pp.jmesh, pp.itemsize
     with capture_fd2() as cap:
         compiled = fn.lower(xs).compile()
     global_bytes = int(np.prod(plan.src.shape)) * itemsize
