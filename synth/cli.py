@@ -1,7 +1,7 @@
 """``python -m synth``: plan a redistribution, or benchmark the synthesizer.
 
     python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
-    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-moves 60000]
+    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-moves 10000]
                              [--budget-ms 10000] [--move-set full|whole-axes] [--free-device-order] [--json]
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
     pl.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                    help="auto: work budget, in moves examined (default: 60000); it decides the plan, "
+                    help="auto: work budget, in moves examined (default: 10000); it decides the plan, "
                          "whatever the machine's load")
     pl.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                     help="auto: wall-clock safety cap in ms (default: 10000); the plan says when it fired")
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-axes", type=int_arg(1, maximum=6), default=6, help="mesh axes, at most (default: 6)")
     b.add_argument("--max-rank", type=int_arg(1, maximum=8), default=4, help="array rank, at most (default: 4)")
     b.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                   help="auto's work budget (default: 60000 moves)")
+                   help="auto's work budget (default: 10000 moves)")
     b.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                    help="auto's wall-clock safety cap (default: 10000)")
     b.add_argument("--runs", type=int_arg(1, "runs", maximum=10), default=1,
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--cases", type=int_arg(1, "cases"), default=1000, help="number of cases (default: %(default)s)")
     a.add_argument("--seed", type=int_arg(0), default=0)
     a.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                   help="auto's work budget (default: 60000 moves)")
+                   help="auto's work budget (default: 10000 moves)")
     a.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                    help="auto's wall-clock safety cap (default: 10000)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
