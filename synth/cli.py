@@ -4,6 +4,7 @@
     python -m synth plan ... [--planner auto|normal|easy|search] [--budget-ms 100] [--free-device-order] [--json]
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
+    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -66,7 +67,22 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int_arg(0), default=0)
     a.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_peers_parser(sub)
     return p
+
+
+def _add_peers_parser(sub):
+    from synth.peers import SUITES
+
+    pe = sub.add_parser("peers", help="our planner on the peers' own cases (Shardy, DTensor)",
+                        description="Run the planner on every case of the peers' suites (Shardy's "
+                        "reshard-to-collectives tests, DTensor's planner) and count where we dominate "
+                        "or are dominated; every plan is checked element by element.")
+    pe.add_argument("--suite", default=",".join(SUITES),
+                    help="comma-separated suites (default: %(default)s)")
+    pe.add_argument("--planner", default="auto", choices=_planners(), help="planner (default: auto)")
+    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    pe.add_argument("--json", action="store_true", help="print one JSON document (with every case)")
 
 
 def _planners():
@@ -135,6 +151,16 @@ def main(argv=None) -> int:
                       f"  optimal yet costlier than normal   {res['optimal_costlier_than_normal']}   (target 0)")
                 for ex in res["examples"]:
                     print(f"  counterexample: {ex}")
+        elif args.cmd == "peers":
+            from synth.peers import SUITES, format_report, run_peers
+
+            suites = [x.strip() for x in args.suite.split(",") if x.strip()]
+            bad = [x for x in suites if x not in SUITES]
+            if bad or not suites:
+                raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
+            kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
+            res = run_peers(suites, args.planner, **kw)
+            print(json.dumps(res) if args.json else format_report(res))
         return 0
     except RedistributionError as e:
         print(f"error: {e}", file=sys.stderr)
