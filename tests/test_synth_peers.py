@@ -56,12 +56,32 @@ PINNED = {
         "at_recv_bound_ours": 41,
         "dominates": 11,
     },
+    "dtensor": {
+        "dominated": {"test_redistribute_uneven_sharding[1]", "test_redistribute_uneven_sharding[3]",
+                      "test_redistribute_shard_dim_change[19]", "test_redistribute_shard_dim_change[24]",
+                      "test_multi_dim_mesh[122]", "test_multi_dim_mesh[133]"},
+        "over_bound_peer_within": {"test_redistribute_shard_dim_change[19]", "test_redistribute_shard_dim_change[24]"},
+        "at_recv_bound_ours": 154,
+        "dominates": 65,
+    },
+    "dtensor-min-cost": {
+        "dominated": {"test_redistribute_shard_dim_change[19]", "test_redistribute_shard_dim_change[24]",
+                      "test_multi_dim_mesh[122]", "test_multi_dim_mesh[133]"},
+        "over_bound_peer_within": set(),
+        "at_recv_bound_ours": 154,
+        "dominates": 88,
+    },
 }
 
 
 @pytest.fixture(scope="module")
-def shardy_run():
-    return run_peers(["shardy"], budget_ms=BUDGET_MS)["suites"]["shardy"]
+def runs():
+    return run_peers(["shardy", "dtensor"], budget_ms=BUDGET_MS)["suites"]
+
+
+@pytest.fixture(scope="module")
+def shardy_run(runs):
+    return runs["shardy"]
 
 
 def test_shardy_suite_is_complete_and_consistent():
@@ -96,19 +116,33 @@ def test_fused_peer_ops_are_one_collective():
     assert plan.num_collectives == 1 and plan.recv_bytes_max_device == 7 * 4 * 4 * 4 * 4
 
 
-def test_every_plan_checked_and_no_regression_against_shardy(shardy_run):
-    rows, summary, pin = shardy_run["rows"], shardy_run["summary"], PINNED["shardy"]
-    assert summary["cases"] == 86
+@pytest.mark.parametrize("peer", ["shardy", "dtensor", "dtensor-min-cost"])
+def test_every_plan_checked_and_no_regression_against_the_peer(runs, peer):
+    run = runs[peer]
+    rows, summary, pin = run["rows"], run["summary"], PINNED[peer]
+    assert summary["cases"] == {"shardy": 86}.get(peer, 238)
     dominated = {r["test"] for r in rows if r["dominated"]}
     over = {r["test"] for r in rows if r["over_bound_peer_within"]}
-    assert dominated <= pin["dominated"], f"newly dominated by Shardy: {sorted(dominated - pin['dominated'])}"
+    assert dominated <= pin["dominated"], f"newly dominated by {peer}: {sorted(dominated - pin['dominated'])}"
     assert over <= pin["over_bound_peer_within"], \
-        f"newly over max(src, dst) where Shardy is within: {sorted(over - pin['over_bound_peer_within'])}"
+        f"newly over max(src, dst) where {peer} is within: {sorted(over - pin['over_bound_peer_within'])}"
     assert summary["at_recv_bound_ours"] >= pin["at_recv_bound_ours"]
     assert summary["dominates"] >= pin["dominates"]
-    for r in rows:  # the peer never exceeds the bound on its own cases; ours only where pinned
-        assert r["peer"]["within_bound"], r["test"]
+    for r in rows:
         assert r["dominated"] + r["dominates"] <= 1
+        assert r["ours"]["recv_bytes"] >= r["recv_lower_bound_bytes"]  # the bound bounds every plan
+        if r["peer_replayed"]:
+            assert r["peer"]["recv_bytes"] >= r["recv_lower_bound_bytes"]
+
+
+def test_dtensor_suite_records_both_planners():
+    suite = load_suite("dtensor")
+    assert suite["source"]["torch"].startswith("2.13.0") and len(suite["cases"]) == 238
+    assert sum(c["ops"] != c["alt"]["min_cost"] for c in suite["cases"]) == 102
+    case = next(c for c in suite["cases"] if c["test"] == "test_multi_dim_redistribute[1]")
+    assert [op["op"] for op in case["ops"]] == ["reduce_scatter"]  # P,P -> S0,S0 on a flattened mesh
+    plan = peer_plan(case)
+    assert plan.num_collectives == 1 and plan.steps[0].axis == ("a", "b")
 
 
 def test_a_case_row_says_both_sides():

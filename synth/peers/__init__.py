@@ -45,7 +45,9 @@ from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.types import ArrayType
 
-SUITES = ("shardy",)
+SUITES = ("shardy", "dtensor")
+#: Peers compared per suite: the suite's own plan (``ops``) and its alternatives (``alt``).
+PEERS = {"shardy": (("shardy", None),), "dtensor": (("dtensor", None), ("dtensor-min-cost", "min_cost"))}
 #: A suite file is read whole; none of ours is near this.
 MAX_SUITE_BYTES = 4 << 20
 #: Cases in one suite, at most.
@@ -253,25 +255,29 @@ def _cmp(a: int, b: int) -> str:
     return "more" if a > b else "fewer" if a < b else "equal"
 
 
-def compare_case(case: dict, planner: str = "auto", **kw) -> dict:
-    """Ours against the peer's on one case: both sides measured and checked."""
+def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours_plan: Plan | None = None,
+                 **kw) -> dict:
+    """Ours against the peer's on one case (the peer's ``alt`` plan when given): both
+    sides measured and checked element by element."""
     from synth.planners import synthesize
 
     mesh = Mesh.parse(case["mesh"])
     src, dst = ArrayType.parse(case["src"]), ArrayType.parse(case["dst"])
-    ours_plan = synthesize(mesh, src, dst, planner=planner, itemsize=case["itemsize"], **kw)
+    ops = case["ops"] if alt is None else case["alt"][alt]
+    if ours_plan is None:
+        ours_plan = synthesize(mesh, src, dst, planner=planner, itemsize=case["itemsize"], **kw)
     try:
         lower = int(ours_plan.recv_lower_bound_bytes)
     except RedistributionError:
         lower = None
     ours = Side.of(ours_plan, lower)
     try:
-        peer, replayed, why = Side.of(peer_plan(case), lower), True, None
+        peer, replayed, why = Side.of(peer_plan(case, ops), lower), True, None
     except CollectiveError as e:  # the peer's sequence breaks our (JAX's) layout rules
-        t = peer_by_types(case)
+        t = peer_by_types(case, ops)
         peer = Side(t["collectives"], t["recv_bytes"], t["max_shard_bytes"], t["within_bound"],
                     lower is not None and t["recv_bytes"] == lower,
-                    tuple(op["op"] for op in case["ops"]))
+                    tuple(op["op"] for op in ops))
         replayed, why = False, str(e)
     no_worse = ours.collectives <= peer.collectives and ours.recv_bytes <= peer.recv_bytes
     no_better = peer.collectives <= ours.collectives and peer.recv_bytes <= ours.recv_bytes
@@ -314,17 +320,26 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def run_peers(suites=SUITES, planner: str = "auto", progress=None, **kw) -> dict:
-    """Every case of every suite: per suite the rows and their summary."""
+    """Every case of every suite, against each of the suite's peers (DTensor: its greedy
+    plan and its min-cost plan): per peer the rows and their summary. Our plan is
+    synthesized once per case."""
+    from synth.planners import synthesize
+
     out = {"planner": planner, "suites": {}}
     for name in suites:
         suite = load_suite(name)
-        rows = []
+        rows = {peer: [] for peer, _ in PEERS[name]}
         for i, case in enumerate(suite["cases"]):
-            rows.append(compare_case(case, planner, **kw))
+            ours = synthesize(case["mesh"], case["src"], case["dst"], planner=planner,
+                              itemsize=case["itemsize"], **kw)
+            for peer, alt in PEERS[name]:
+                rows[peer].append(compare_case(case, planner, alt, ours_plan=ours))
             if progress is not None:
                 progress(name, i + 1, len(suite["cases"]))
-        out["suites"][name] = {"source": suite["source"], "not_expressible": len(suite["not_expressible"]),
-                               "summary": summarize(rows), "rows": rows}
+        for peer, _ in PEERS[name]:
+            out["suites"][peer] = {"source": suite["source"], "not_expressible": len(suite["not_expressible"]),
+                                   "file": f"{name}.json", "summary": summarize(rows[peer]),
+                                   "rows": rows[peer]}
     return out
 
 
@@ -335,7 +350,7 @@ def format_report(res: dict) -> str:
         m = s["summary"]
         c, b = m["collectives"], m["bytes"]
         lines += [
-            f"  {name}: {m['cases']} cases ({s['not_expressible']} not expressible, listed in {name}.json)",
+            f"  {name}: {m['cases']} cases ({s['not_expressible']} not expressible, listed in {s['file']})",
             f"    dominated by the peer        {m['dominated']:4d}   (target 0)",
             f"    dominating the peer          {m['dominates']:4d}",
             f"    collectives  more {c['more']:3d}  equal {c['equal']:3d}  fewer {c['fewer']:3d}",
