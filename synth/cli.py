@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from synth.errors import RedistributionError
 from synth.limits import int_arg
