@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from synth.errors import RedistributionError
 from synth.limits import int_arg
@@ -24,12 +23,8 @@ EXAMPLE = {
 }
 
 
-class UserErrorParser(argparse.ArgumentParser):
-    """argparse whose usage errors raise :class:`RedistributionError`, so every CLI of
-    the project reports them like any other user error: one line, status 2."""
-
-    def error(self, message):
-        raise RedistributionError(f"{self.prog}: {message} (see --help)")
+# the parser and the error contract live in synth.cliutil, shared by every CLI
+from synth.cliutil import UserErrorParser, add_case_args, parse_case, report_error, resolve_itemsize  # noqa: E402,F401
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="synthesize a plan from --src to --dst on --mesh",
                         description="Synthesize a plan. Types use the canonical form "
                         "'[1024{x}, 4096{y,z}, 8]' (axes major to minor, as in PartitionSpec).")
-    pl.add_argument("--mesh", default=EXAMPLE["mesh"], help="mesh axes, e.g. x=2,y=4 (default: %(default)s)")
-    pl.add_argument("--src", default=EXAMPLE["src"], help="source type (default: %(default)s)")
-    pl.add_argument("--dst", default=EXAMPLE["dst"], help="target type (default: %(default)s)")
-    pl.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
+    add_case_args(pl, mesh_default=EXAMPLE["mesh"], src_default=EXAMPLE["src"], dst_default=EXAMPLE["dst"])
     pl.add_argument("--planner", default="auto", choices=_planners(),
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
@@ -92,7 +84,9 @@ def main(argv=None) -> int:
             from synth.planners import synthesize
 
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            plan = synthesize(args.mesh, args.src, args.dst, planner=args.planner, itemsize=args.itemsize,
+            mesh, src, dst = parse_case(args.mesh, args.src, args.dst, args.shape)
+            itemsize = resolve_itemsize(args.dtype, args.itemsize)
+            plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize,
                               free_device_order=args.free_device_order, **kw)
             print(json.dumps(plan.to_dict()) if args.json else str(plan))
         elif args.cmd == "bench":
@@ -137,5 +131,4 @@ def main(argv=None) -> int:
                     print(f"  counterexample: {ex}")
         return 0
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report_error(e, argv)

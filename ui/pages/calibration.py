@@ -10,6 +10,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import compute
+from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
 
 _PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
@@ -128,7 +129,7 @@ def main():
     try:
         files = compute.calibrated_profiles(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if not files:
         st.info(f"No calibrated profile in {folder} yet. Write one with "
@@ -142,16 +143,16 @@ def main():
         prof, rep = compute.read_calibration(path)
         _show(path, prof, rep)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        st.error(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})")
+        st.error(escape_md(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})"))
 
 
 def _show(path, prof, rep):
     st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
     if rep is None:
-        st.warning(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
-                   "fitted parameters are shown.")
+        st.warning(escape_md(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
+                   "fitted parameters are shown."))
     else:
         c = st.columns(5)
         c[0].metric("held-out MAPE", f"{rep['mape']:.1f} %" if rep.get("mape") is not None else "-",

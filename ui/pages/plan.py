@@ -9,6 +9,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import compute, figures, scenario, share
+from ui.errors import escape_md
 from ui.fmt import fmt_bytes
 
 
@@ -62,23 +63,23 @@ def main():
         plan = compute.plan_for(sc)
         easy = compute.plan_for(sc, "easy") if sc.planner != "easy" else plan
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on mesh `{plan.mesh}` "
                 f"({plan.mesh.size} devices, {sc.dtype}), planner `{plan.planner}`")
     for note in plan.notes:
-        st.warning(note)
+        st.warning(escape_md(note))
     if not plan.steps:
         st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
     cap = compute.hbm_capacity(sc)
     oom = cap is not None and plan.peak_live_bytes > cap
     if oom:
-        st.error(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
+        st.error(escape_md(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
                  f"(input + output of one step), more than the {fmt_bytes(cap)} of HBM a "
                  f"{sc.machine_profile} device has ({fmt_bytes(plan.peak_live_bytes - cap)} over). "
-                 "Pick a planner or sharding with smaller shards, or a bigger machine.")
+                 "Pick a planner or sharding with smaller shards, or a bigger machine."))
     c = st.columns(6)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
     if oom:

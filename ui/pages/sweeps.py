@@ -9,6 +9,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import compute, figures
+from ui.errors import escape_md
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
            "placement", "mesh", "src", "dst", "time_s", "time_over_lb", "peak_over_bound",
@@ -47,7 +48,7 @@ def main():
                "planner x what-if row, figures, and the HTML report.")
     why = compute.missing("experiments.report")
     if why:
-        st.warning(f"The experiments package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
     folder = _pick_folder()
     if not folder:
@@ -56,7 +57,7 @@ def main():
         folder = str(compute.check_results_path(folder))
         df = compute.sweep_rows(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     counts = df["status"].value_counts().to_dict()
@@ -103,7 +104,7 @@ def main():
             with st.spinner("Building the report..."):
                 compute.build_sweep_report(folder)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
     if html.exists():
         text = html.read_text(encoding="utf-8", errors="replace")
         st.download_button("Download report.html", data=text, file_name="report.html",
