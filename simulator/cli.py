@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "dgx-h100:2 (nodes), cpu-host:8, calibrated/cpu-8, or a profile file path.")
     r.add_argument("--hardware", default=EXAMPLE["hardware"], help="profile and size (default: %(default)s)")
     r.add_argument("--mesh", default=None, help=f"mesh axes, e.g. x=4,y=4,z=4 (default with --src/--dst: {EXAMPLE['mesh']})")
+    r.add_argument("--dst-mesh", default=None,
+                   help="target mesh with device ids (e.g. b=4@4-7; default: --mesh): plans and replays "
+                        "a cross-mesh redistribution (simulator.crossmesh)")
     r.add_argument("--src", default=None, help=f"source type (default: {EXAMPLE['src']})")
     r.add_argument("--dst", default=None, help=f"target type (default: {EXAMPLE['dst']})")
     r.add_argument("--planner", default="auto", choices=sorted(PLANNERS),
@@ -94,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _other_mesh(a: str, b: str) -> bool:
+    from synth import Mesh
+
+    return Mesh.parse(a) != Mesh.parse(b)
+
+
 def _run(args):
     from models import load_profile
     from simulator.engine import simulate, simulate_plan
@@ -120,6 +129,11 @@ def _run(args):
         sched = Schedule.load(args.schedule)
         res = simulate(sched, machine, mesh=args.mesh, placement=args.placement, **kw)
         plan = None
+    elif args.dst_mesh is not None and _other_mesh(args.mesh or EXAMPLE["mesh"], args.dst_mesh):
+        from simulator.crossmesh import run_cli
+
+        return run_cli(args, machine, args.mesh or EXAMPLE["mesh"], args.src or EXAMPLE["src"],
+                       args.dst or EXAMPLE["dst"])
     else:
         from synth import synthesize
 

@@ -167,3 +167,45 @@ def test_errors_are_redistribution_errors():
 def test_receive_bound_of_a_disjoint_copy():
     # B devices hold nothing: each must receive its whole target block
     assert cross_recv_lower_bound_bytes("a=2@0-1", "[8{a}, 4]", "b=4@2-5", "[8, 4{b}]", 2) == 8 * 1 * 2
+
+
+# -- on a machine -----------------------------------------------------------------------------
+def test_simulated_on_two_nodes_against_the_cut_bound():
+    from simulator.crossmesh import plan_on_machine, simulate_crossmesh
+
+    p = plan_on_machine("a=8@0-7", "[4096{a}, 1024]", "dp=2,tp=4@8-15", "[4096, 1024{tp}]", "h100-multinode:2")
+    p.check(np.arange(4096 * 1024, dtype=np.int32).reshape(4096, 1024))
+    r = simulate_crossmesh(p, "h100-multinode:2")
+    # node 1 must take the whole array (16 MiB) through its 8 NICs (8 x 50 GB/s line rate)
+    assert r.lower_bound_kind == "nic_in(node 1)"
+    assert r.lower_bound_s == pytest.approx(4096 * 1024 * 4 / 400e9)
+    assert r.lower_bound_s <= r.time_s
+    assert [ph["phase"] for ph in r.phases] == ["on A", "transfer", "on B"]
+    assert r.bound_holds
+
+
+def test_simulator_cli_dst_mesh(capsys):
+    from simulator.cli import main
+
+    rc = main(["run", "--hardware", "h100-multinode:2", "--mesh", "a=8@0-7", "--src", "[64{a}, 16]",
+               "--dst-mesh", "b=4@8-11", "--dst", "[64, 16{b}]", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["plan"]["dst_mesh"]["devices"] == [8, 9, 10, 11] and d["time_s"] >= d["lower_bound_s"] > 0
+    rc = main(["run", "--hardware", "h100-multinode:2", "--mesh", "a=8@0-7", "--src", "[64{a}, 16]",
+               "--dst-mesh", "b=4@14-17", "--dst", "[64, 16{b}]"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "names device 17, but the machine has 16" in err and len(err.strip().splitlines()) == 1
+
+
+def test_synth_cli_dst_mesh(capsys):
+    from synth.cli import main
+
+    assert main(["plan", "--mesh", "a=4@0-3", "--src", "[8{a}, 4]", "--dst-mesh", "b=2,c=2@4-7",
+                 "--dst", "[8{b}, 4]", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["src_mesh"]["devices"] == [0, 1, 2, 3] and d["dst_mesh"]["text"] == "b=2,c=2@4-7"
+    assert main(["plan", "--mesh", "a=4@0-3", "--src", "[8{a}, 4]", "--dst-mesh", "b=2,c=2@4,4,5,6",
+                 "--dst", "[8{b}, 4]"]) == 2
+    err = capsys.readouterr().err
+    assert "appear more than once" in err and len(err.strip().splitlines()) == 1
