@@ -32,9 +32,9 @@ _LAZY = {
     "compare": "executor.compare",
     "LOWERINGS": "executor.lowering",
     "ensure_devices": "executor._jaxsetup",
-    "reshard": "executor.reshard",
-    "reshard_info": "executor.reshard",
-    "ReshardInfo": "executor.reshard",
+    "reshard": "executor.resharding",
+    "reshard_info": "executor.resharding",
+    "ReshardInfo": "executor.resharding",
     "ExecutorError": "executor.errors",
     "HloParseError": "executor.errors",
 }

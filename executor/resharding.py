@@ -386,7 +386,7 @@ def _prepare(x, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallba
     if src_spec is None:
         from jax.sharding import NamedSharding
 
-        from executor.reshard import _xla_fn as xf
+        from executor.resharding import _xla_fn as xf
 
         return _Program(ReshardInfo("xla", "the source sharding is unknown at trace time (Auto mesh axes); "
                                     "pass src=P(...) to plan it", src="?", dst=str(dst_spec),
