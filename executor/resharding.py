@@ -96,7 +96,9 @@ def synth_mesh(jmesh):
 
 
 def _entries(spec, ndim: int, who: str):
-    spec = tuple(spec)
+    if getattr(spec, "reduced", None):
+        raise ExecutorError(f"{who}: {spec} has a reduced set; reshard takes unreduced= (pending sums) only")
+    spec = tuple(getattr(spec, "partitions", spec))
     if len(spec) > ndim:
         raise ExecutorError(f"{who}: {spec!r} has {len(spec)} entries but the array has {ndim} dims; "
                             "give at most one entry per dim")
@@ -196,10 +198,10 @@ def _machine_for(jmesh, hardware):
                 return None, f"default cost model (no profile for device kind {kind!r})"
     try:
         prof = load_profile(hardware)
-        if prof.num_devices < n:
-            prof = load_profile(hardware.split(":")[0] + f":{n}") if ":" not in hardware else prof
-    except Exception as e:  # noqa: BLE001 - a profile that does not fit this mesh
-        raise ExecutorError(f"reshard: hardware={hardware!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a bad profile name or size: the user's input
+        raise ExecutorError(f"reshard: hardware={hardware!r}: {str(e).splitlines()[0]}") from None
+    if prof.num_devices < n:
+        return None, f"default cost model (profile {prof.spec} has {prof.num_devices} devices, the mesh {n})"
     return prof, prof.spec
 
 
