@@ -60,6 +60,8 @@ class PeerSuiteError(RedistributionError):
 
 # -- the suite files ----------------------------------------------------------------
 def _schema():
+    from typing import Literal
+
     from pydantic import BaseModel, ConfigDict, Field
 
     class PeerOp(BaseModel):
@@ -69,6 +71,7 @@ def _schema():
         moves: list[dict] | None = None
         axes: list[str] | None = None
         out: str | None = None
+        mesh: Literal["src", "dst"] | None = None
         note: str | None = None
 
     class Case(BaseModel):
@@ -76,6 +79,7 @@ def _schema():
         file: str
         test: str
         mesh: str
+        dst_mesh: str | None = None
         src: str
         dst: str
         itemsize: int = Field(4, ge=1, le=16)
@@ -124,6 +128,8 @@ def parse_suite(raw: bytes, where: str = "suite") -> dict:
     out = suite.model_dump()
     for c in out["cases"]:
         c["ops"] = [{k: v for k, v in op.items() if v is not None} for op in c["ops"]]
+        if c["dst_mesh"] is None:
+            del c["dst_mesh"]
         c["alt"] = {k: [{kk: vv for kk, vv in op.items() if vv is not None} for op in ops]
                     for k, ops in c["alt"].items()}
     return out
@@ -180,10 +186,14 @@ def peer_plan(case: dict, ops=None) -> Plan:
     so Shardy's ``y`` and ``y:(1)4, y:(4)2`` are one axis). Checks the type after
     every peer op against the peer's own (``out``). Raises :class:`CollectiveError`
     when a peer op breaks one of our type rules (see :func:`compare_case`)."""
-    mesh = Mesh.parse(case["mesh"])
-    src, dst = ArrayType.parse(case["src"]), ArrayType.parse(case["dst"])
+    return _checked_plan(Mesh.parse(case["mesh"]), case["src"], case["dst"],
+                         case["ops"] if ops is None else ops, case)
+
+
+def _checked_plan(mesh: Mesh, src, dst, ops, case) -> Plan:
+    src, dst = ArrayType.parse(str(src)), ArrayType.parse(str(dst))
     steps, ends = [], []
-    for op in case["ops"] if ops is None else ops:
+    for op in ops:
         steps += translate(op)
         ends.append((len(steps), op))
     plan = Plan.build(mesh, src, dst, steps, itemsize=case["itemsize"], planner="peer")
@@ -194,6 +204,32 @@ def peer_plan(case: dict, ops=None) -> Plan:
             raise PeerSuiteError(
                 f"peers: {case['test']}: after {op['op']} our type is {types[n]}, the peer's is {want}")
     return plan
+
+
+def peer_crossplan(case: dict, ops=None):
+    """A peer sequence over two meshes (``dst_mesh``) as a :class:`synth.crossmesh.CrossPlan`:
+    the ops on the source mesh, then the move onto the target mesh (the peer's
+    ``collective_permute`` whose result is on ``dst``: a transfer where each target device
+    receives its block from a holder, or, without one, the same type taken over where the
+    devices coincide), then the ops on the target mesh."""
+    from synth.crossmesh import CrossPlan, plan_transfer
+
+    ops = case["ops"] if ops is None else ops
+    A, B = Mesh.parse(case["mesh"]), Mesh.parse(case["dst_mesh"])
+    pre = [op for op in ops if op.get("mesh", "src") == "src"]
+    post = [op for op in ops if op.get("mesh") == "dst"]
+    if pre + post != list(ops):
+        raise PeerSuiteError(f"peers: {case['test']}: an op on the source mesh follows one on the target mesh")
+    mid_a = ArrayType.parse(pre[-1]["out"] if pre else case["src"])
+    if post and post[0]["op"] == "collective_permute":
+        mid_b, post = ArrayType.parse(post[0]["out"]), post[1:]
+    else:
+        mid_b = mid_a
+    pre_plan = _checked_plan(A.local(), case["src"], mid_a, pre, case)
+    post_plan = _checked_plan(B.local(), mid_b, case["dst"], post, case)
+    xfer = plan_transfer(A, pre_plan.work_types[-1].canonical(A.local()), B, mid_b, case["itemsize"])
+    return CrossPlan(A, B, ArrayType.parse(case["src"]), ArrayType.parse(case["dst"]), case["itemsize"],
+                     pre_plan, xfer, post_plan, "direct")
 
 
 def peer_by_types(case: dict, ops=None) -> dict:
@@ -242,7 +278,9 @@ class Side:
     steps: tuple[str, ...]
 
     @classmethod
-    def of(cls, plan: Plan, lower: int | None) -> Side:
+    def of(cls, plan, lower: int | None) -> Side:
+        if not isinstance(plan, Plan):
+            return cls._of_cross(plan, lower)
         from synth.bench import check_plan_exact
 
         check_plan_exact(plan)  # element by element, every step
@@ -251,29 +289,54 @@ class Side:
                    tuple(str(c) for c, noop in zip(plan.steps, plan.noop_steps) if not noop))
 
 
+    @classmethod
+    def _of_cross(cls, p, lower: int | None) -> Side:
+        """A plan over two meshes: checked by :meth:`CrossPlan.check` (every phase, every
+        device, element by element); within the bound means no staging buffer beyond
+        max(source shard, target shard) on any device."""
+        p.check()
+        m = p.metrics()
+        steps = [str(c) for c in p.pre.steps] + [f"Transfer({m['transfer_pieces']} pieces)"] * bool(
+            p.transfer.remote) + [str(c) for c in p.post.steps]
+        return cls(int(m["num_collectives"]), int(m["recv_bytes_max_device"]), int(m["peak_bytes_max_device"]),
+                   m["staging_bytes"] == 0, lower is not None and int(m["recv_bytes_max_device"]) == lower,
+                   tuple(steps))
+
+
+def our_plan(case: dict, planner: str = "auto", **kw):
+    """Our default plan for a case: :func:`synth.synthesize`, or, on two meshes,
+    :func:`synth.crossmesh.plan_crossmesh` (its phases use the planner's defaults)."""
+    if case.get("dst_mesh"):
+        from synth.crossmesh import plan_crossmesh
+
+        return plan_crossmesh(case["mesh"], case["src"], case["dst_mesh"], case["dst"], case["itemsize"],
+                              planner=planner)
+    from synth.planners import synthesize
+
+    return synthesize(case["mesh"], case["src"], case["dst"], planner=planner, itemsize=case["itemsize"], **kw)
+
+
 def _cmp(a: int, b: int) -> str:
     return "more" if a > b else "fewer" if a < b else "equal"
 
 
-def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours_plan: Plan | None = None,
-                 **kw) -> dict:
+def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours_plan=None, **kw) -> dict:
     """Ours against the peer's on one case (the peer's ``alt`` plan when given): both
     sides measured and checked element by element."""
-    from synth.planners import synthesize
-
-    mesh = Mesh.parse(case["mesh"])
-    src, dst = ArrayType.parse(case["src"]), ArrayType.parse(case["dst"])
     ops = case["ops"] if alt is None else case["alt"][alt]
     if ours_plan is None:
-        ours_plan = synthesize(mesh, src, dst, planner=planner, itemsize=case["itemsize"], **kw)
+        ours_plan = our_plan(case, planner, **kw)
     try:
         lower = int(ours_plan.recv_lower_bound_bytes)
     except RedistributionError:
         lower = None
     ours = Side.of(ours_plan, lower)
     try:
-        peer, replayed, why = Side.of(peer_plan(case, ops), lower), True, None
+        peer_p = peer_crossplan(case, ops) if case.get("dst_mesh") else peer_plan(case, ops)
+        peer, replayed, why = Side.of(peer_p, lower), True, None
     except CollectiveError as e:  # the peer's sequence breaks our (JAX's) layout rules
+        if case.get("dst_mesh"):
+            raise
         t = peer_by_types(case, ops)
         peer = Side(t["collectives"], t["recv_bytes"], t["max_shard_bytes"], t["within_bound"],
                     lower is not None and t["recv_bytes"] == lower,
@@ -283,7 +346,8 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
     no_better = peer.collectives <= ours.collectives and peer.recv_bytes <= ours.recv_bytes
     differ = (ours.collectives, ours.recv_bytes) != (peer.collectives, peer.recv_bytes)
     return {
-        "test": case["test"], "file": case["file"], "mesh": case["mesh"], "src": case["src"],
+        "test": case["test"], "file": case["file"], "mesh": case["mesh"],
+        **({"dst_mesh": case["dst_mesh"]} if case.get("dst_mesh") else {}), "src": case["src"],
         "dst": case["dst"], "itemsize": case["itemsize"], "recv_lower_bound_bytes": lower,
         "ours": ours.__dict__ | {"steps": list(ours.steps)},
         "peer": peer.__dict__ | {"steps": list(peer.steps)},
@@ -323,15 +387,12 @@ def run_peers(suites=SUITES, planner: str = "auto", progress=None, **kw) -> dict
     """Every case of every suite, against each of the suite's peers (DTensor: its greedy
     plan and its min-cost plan): per peer the rows and their summary. Our plan is
     synthesized once per case."""
-    from synth.planners import synthesize
-
     out = {"planner": planner, "suites": {}}
     for name in suites:
         suite = load_suite(name)
         rows = {peer: [] for peer, _ in PEERS[name]}
         for i, case in enumerate(suite["cases"]):
-            ours = synthesize(case["mesh"], case["src"], case["dst"], planner=planner,
-                              itemsize=case["itemsize"], **kw)
+            ours = our_plan(case, planner, **kw)
             for peer, alt in PEERS[name]:
                 rows[peer].append(compare_case(case, planner, alt, ours_plan=ours))
             if progress is not None:
