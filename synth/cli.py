@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from synth.errors import RedistributionError
 from synth.limits import int_arg
@@ -92,6 +93,10 @@ def _other_mesh(src_mesh: str, dst_mesh: str) -> bool:
     from synth.mesh import Mesh
 
     return Mesh.parse(src_mesh) != Mesh.parse(dst_mesh)
+
+
+def _progress(suite: str, done: int, total: int) -> None:
+    print(f"\r  {suite}: {done}/{total} cases", end="", file=sys.stderr, flush=True)
 
 
 def budget_ms_arg(text: str) -> float:
@@ -174,7 +179,9 @@ def main(argv=None) -> int:
             if bad or not suites:
                 raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            res = run_peers(suites, args.planner, **kw)
+            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None, **kw)
+            if sys.stderr.isatty():
+                print(file=sys.stderr)
             print(json.dumps(res) if args.json else format_report(res))
         return 0
     except RedistributionError as e:
