@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_args(c)
     _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice or GPU machine, no accelerator "
                     "needed, and compare compiled temp memory and collectives (compile-only: no times)")
+    c.add_argument("--dst-mesh", default=None,
+                   help="target mesh with device ids (e.g. b=4@4-7; default: --mesh): run our cross-mesh plan "
+                        "against jax.device_put (executor.crossmesh)")
     c.add_argument("--planner", default="auto", help="our planner: auto (default), normal, easy, search")
     c.add_argument("--repeats", type=int_arg(10, "repeats"), default=10, help="timed runs (default: %(default)s; at least 10)")
     c.add_argument("--warmup", type=int_arg(0, "repeats"), default=3, help="untimed runs first (default: %(default)s)")
@@ -158,6 +161,13 @@ def _compare(args):
     from executor.compare import compare
     from executor.fmt import fmt_bytes, fmt_time, table
 
+    if getattr(args, "dst_mesh", None) is not None:
+        from synth import Mesh
+
+        if Mesh.parse(args.dst_mesh) != Mesh.parse(args.mesh):
+            from executor.crossmesh import compare_cli
+
+            return compare_cli(args)
     if args.target is not None:
         return _compare_target(args)
     if args.placement is not None:
