@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import re
 import sys
@@ -497,10 +496,7 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
 
 
 def lines_key(frames, rep, path):
-    for fn, func, ln in frames:
-        if path and os.path.exists(fn) and os.path.samefile(fn, path):
-            pass
-    # the same rule as _user_frame (innermost first): the entry function's frame
+    """The line a jaxpr equation reports, by the same rule as :func:`_user_frame`."""
     entry = rep.program.rpartition(":")[2]
     pick = _user_frame(list(frames), entry, path)
     return f"{os.path.basename(pick[0])}:{pick[2]}" if pick else "?"
@@ -515,4 +511,4 @@ def to_json(reports) -> str:
     return json.dumps([r.to_dict() for r in reports], indent=2)
 
 
-__all__ = ["doctor_program", "doctor_hlo_dir", "find_sequences", "Report", "Finding", "math"]
+__all__ = ["doctor_program", "doctor_hlo_dir", "find_sequences", "Report", "Finding"]

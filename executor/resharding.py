@@ -278,16 +278,39 @@ def _xla_fn(dst_sharding):
     return fn
 
 
-def _compiled_temp(fn, shape, dtype, src_sharding, dst_sharding):
+def _compiled_temp(fn, shape, dtype, src_sharding, dst_sharding, padded_in, padded_out):
+    """Compiled temp bytes per device of ``fn`` alone, on an abstract input in the source
+    sharding. JAX holds no uneven array outside jit (it would gather a jit output), so an
+    uneven source arrives as its padded physical array (``padded_in``: whole shards, as
+    GSPMD holds it), is cut to the logical shape and constrained to the source first, and
+    an uneven result is padded to whole shards (``padded_out``) and leaves in the target
+    sharding, as a consumer inside a program would use it. Both programs (ours and XLA's)
+    get the same prefix and suffix."""
     import jax
+    import jax.numpy as jnp
+    from jax import lax
 
     from executor.run import capture_fd2
 
-    sds = jax.ShapeDtypeStruct(shape, dtype, sharding=src_sharding)
+    def prog(a):
+        if padded_in is not None:
+            a = jax.lax.with_sharding_constraint(lax.slice(a, (0,) * len(shape), shape), src_sharding)
+        y = fn(a)
+        if padded_out is not None:
+            y = jax.lax.with_sharding_constraint(jnp.pad(y, [(0, p - n) for p, n in zip(padded_out, shape)]),
+                                                 dst_sharding)
+        return y
+
+    sds = jax.ShapeDtypeStruct(padded_in or shape, dtype, sharding=src_sharding)
     with capture_fd2():
-        c = jax.jit(fn).lower(sds).compile()
+        c = jax.jit(prog).lower(sds).compile()
     ma = c.memory_analysis()
     return (int(ma.temp_size_in_bytes) if ma is not None else None), c
+
+
+def _padded(t, mesh):
+    """The physical (padded) shape of an uneven type, ``None`` for an even one."""
+    return None if t.is_even(mesh) else tuple(k * n for k, n in zip(t.splits(mesh), t.local_shape(mesh)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -329,14 +352,15 @@ def _decide(jmesh, src_spec, dst_spec, shape, dtype_name, planner, hardware, bud
         return _Program(ReshardInfo("ours", "nothing to move: the source already has the target sharding",
                                     temp_bytes_ours=0, **base), lambda x: x)
     ours = _our_fn(plan, jmesh, dst_s, shape)
+    pads = (_padded(src, smesh), _padded(dst, smesh))
     try:
-        t_ours, _ = _compiled_temp(ours, shape, dtype, src_s, dst_s)
+        t_ours, _ = _compiled_temp(ours, shape, dtype, src_s, dst_s, *pads)
     except Exception as e:  # noqa: BLE001 - a JAX/XLA refusal of our program: XLA's is used
         if force == "ours":
             raise ExecutorError(f"reshard: our program for {src} -> {dst} does not compile: {e}") from None
         return _Program(ReshardInfo("xla", f"our program did not compile here ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200]})", **base), xla)
-    t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s)
+    t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s, *pads)
     m_ours = m_xla = None
     if cost is not None:
         from executor.hlo import hlo_to_schedule
