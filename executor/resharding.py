@@ -187,6 +187,7 @@ def _machine_for(jmesh, hardware):
     from models.profiles import load_profile
 
     n = jmesh.size
+    hardware_given = hardware is not None
     if hardware is None:
         d = jmesh.devices.flat[0]
         if d.platform == "cpu":
@@ -200,7 +201,10 @@ def _machine_for(jmesh, hardware):
         prof = load_profile(hardware)
     except Exception as e:  # noqa: BLE001 - a bad profile name or size: the user's input
         raise ExecutorError(f"reshard: hardware={hardware!r}: {str(e).splitlines()[0]}") from None
-    if prof.num_devices < n:
+    if prof.num_devices != n:
+        if hardware_given:
+            raise ExecutorError(f"reshard: hardware={hardware!r} has {prof.num_devices} devices but the mesh has "
+                                f"{n}; give a profile of {n} devices (e.g. cpu-host:{n})")
         return None, f"default cost model (profile {prof.spec} has {prof.num_devices} devices, the mesh {n})"
     return prof, prof.spec
 
@@ -360,7 +364,12 @@ def _decide(jmesh, src_spec, dst_spec, shape, dtype_name, planner, hardware, bud
             raise ExecutorError(f"reshard: our program for {src} -> {dst} does not compile: {e}") from None
         return _Program(ReshardInfo("xla", f"our program did not compile here ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200]})", **base), xla)
-    t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s, *pads)
+    try:
+        t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s, *pads)
+    except Exception as e:  # noqa: BLE001 - XLA's own program does not compile here (e.g. out of HBM)
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        return _Program(ReshardInfo("ours", f"XLA's reshard does not compile here ({first}); ours does "
+                                    f"(temp {t_ours} B)", temp_bytes_ours=t_ours, **base), ours)
     m_ours = m_xla = None
     if cost is not None:
         from executor.hlo import hlo_to_schedule

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from experiments.case import ExperimentError
+from synth.errors import RedistributionError
 
 SUITES = ("transformer", "xla-issues", "pending-sums")
 
@@ -46,6 +48,7 @@ class Row:
     exact: bool | None = None
     skipped: str = ""
     scaled: bool = False
+    xla_oom: bool = False
 
     @property
     def ok(self) -> bool:
@@ -75,7 +78,7 @@ def _shrink(t, mesh, itemsize, max_bytes):
     return ArrayType.from_spec(tuple(shape), spec, t.unreduced).check(mesh), scaled
 
 
-def step_program(jm, src, dst, mesh, use_ours):
+def step_program(jm, src, dst, mesh, use_ours, hardware=None):
     """``(step, input shape, input PartitionSpec)``: the jitted step of the module docstring
     around ``executor.reshard`` (``use_ours``) or XLA's reshard, for types on the work mesh.
 
@@ -111,7 +114,7 @@ def step_program(jm, src, dst, mesh, use_ours):
 
         def step(parts):
             x = to_unreduced(parts)
-            y = reshard(x, d_red, warn=False) if use_ours else jax.sharding.reshard(x, NamedSharding(jm, d_red))
+            y = reshard(x, d_red, warn=False, hardware=hardware) if use_ours else jax.sharding.reshard(x, NamedSharding(jm, d_red))
             return back(y)
 
         return step, Layout(src, mesh).shape, P(su, *s_parts)
@@ -122,7 +125,7 @@ def step_program(jm, src, dst, mesh, use_ours):
         if not s_lay.plain:
             a = jax.lax.with_sharding_constraint(lax.slice(a, (0,) * len(shape), shape), NamedSharding(jm, s_spec))
         if use_ours:
-            y = reshard(a, d_spec, mesh=jm, src=s_spec, warn=False)
+            y = reshard(a, d_spec, mesh=jm, src=s_spec, warn=False, hardware=hardware)
         else:
             y = jax.lax.with_sharding_constraint(a, NamedSharding(jm, d_spec))
         if not d_lay.plain:
@@ -133,7 +136,7 @@ def step_program(jm, src, dst, mesh, use_ours):
     return step, s_lay.shape, s_spec
 
 
-def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
+def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of, hardware=None) -> Row:
     import jax
     import jax.numpy as jnp
     from jax.sharding import AxisType, NamedSharding
@@ -165,8 +168,12 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
     row.shape = src.shape
     dtype = jnp.dtype(case.dtype)
     kind = AxisType.Explicit if src.unreduced else AxisType.Auto
-    jm = jm_for(mesh, kind)
-    step_ours, in_shape, in_spec = step_program(jm, src, dst, mesh, True)
+    try:
+        jm = jm_for(mesh, kind)
+    except RedistributionError as e:  # e.g. a mesh that does not fill the TPU slice
+        row.skipped = str(e).splitlines()[0][:120]
+        return row
+    step_ours, in_shape, in_spec = step_program(jm, src, dst, mesh, True, hardware)
     step_xla, _, _ = step_program(jm, src, dst, mesh, False)
     sds = jax.ShapeDtypeStruct(in_shape, dtype, sharding=NamedSharding(jm, in_spec))
     ctx = jax.set_mesh(jm)
@@ -179,12 +186,20 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
             row.temp_xla = int(c_xla.memory_analysis().temp_size_in_bytes)
             row.xla_remat = full_remat(c_xla.as_text(), cap["text"], src, dst, mesh)
         except Exception as e:  # noqa: BLE001 - XLA/JAX refusing its own reshard: the row says so
-            row.skipped = f"XLA's reshard does not compile: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-            return row
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            oom = re.search(r"HLO temporaries \(([0-9.]+)([KMGT])\)", msg)
+            if not oom:
+                row.skipped = f"XLA's reshard does not compile: {type(e).__name__}: {msg[:120]}"
+                return row
+            # XLA's program does not fit the chip: its temporaries as the compiler reports them
+            row.temp_xla = int(float(oom.group(1)) * 1024 ** " KMGT".index(oom.group(2)))
+            row.xla_remat = True
+            row.xla_oom = True
         from executor.resharding import reshard_info
 
         info = reshard_info(src.shape, P(*dst.to_spec()[1], unreduced=frozenset(dst.unreduced)), mesh=jm,
-                            src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=dtype)
+                            src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=dtype,
+                            hardware=hardware)
         row.strategy = info.strategy
         c_ours = jax.jit(step_ours).lower(sds).compile()
         row.temp_ours = int(c_ours.memory_analysis().temp_size_in_bytes)
@@ -268,7 +283,7 @@ def run_bench(suites, max_mib, target=None, names=None, progress=True):
         for c in load_suite(s):
             if names and c.name not in names:
                 continue
-            r = bench_case(c, make, int(max_mib * 2**20), run=target is None, itemsize_of=itemsize_of)
+            r = bench_case(c, make, int(max_mib * 2**20), run=target is None, itemsize_of=itemsize_of, hardware=target)
             if progress:
                 print(f"  {s}/{c.name}: {r.skipped or r.strategy}", file=sys.stderr, flush=True)
             rows.append(r)
@@ -291,7 +306,7 @@ def table(rows, target=None) -> str:
             continue
         ex = "-" if r.exact is None else ("yes" if r.exact else "NO")
         out.append(f"| {r.suite} | {r.name} | {r.shape}{' (scaled)' if r.scaled else ''} | {r.strategy} | "
-                   f"{_mib(r.temp_ours)} | {_mib(r.temp_xla)} | {'yes' if r.xla_remat else 'no'} | {ex} | "
+                   f"{_mib(r.temp_ours)} | {_mib(r.temp_xla)}{' (does not fit: OOM)' if r.xla_oom else ''} | {'yes' if r.xla_remat else 'no'} | {ex} | "
                    f"{'yes' if r.ok else 'NO'} |")
     remat = [r for r in done if r.xla_remat]
     out.append(f"cases: {len(done)} measured, {len(rows) - len(done)} skipped; temp <= XLA's: "
