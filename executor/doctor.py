@@ -409,7 +409,10 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
         if smesh.size != n and m:
             raise ExecutorError(f"doctor: --mesh {mesh} has {smesh.size} devices but {p.name} is partitioned {n} ways; "
                                 f"give a mesh of {n} devices")
-        reports.append(_report(text, smesh, p.name, None, None, hardware or f"cpu-host:{n}", ""))
+        # the jitted function's name, from the module's (jit_train_step): its frames are the user's step
+        fm = re.match(r"\s*HloModule\s+(?:jit_)?([A-Za-z_][\w]*)", text)
+        reports.append(_report(text, smesh, p.name, fm.group(1) if fm else None, None,
+                               hardware or f"cpu-host:{n}", ""))
     return reports
 
 

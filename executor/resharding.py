@@ -194,9 +194,10 @@ def _machine_for(jmesh, hardware):
             hardware = f"cpu-host:{n}"
         else:
             kind = getattr(d, "device_kind", "")
-            hardware = next((p for k, p in _KIND_PROFILES if kind.startswith(k)), None)
-            if hardware is None:
+            name = next((p for k, p in _KIND_PROFILES if kind.startswith(k)), None)
+            if name is None:
                 return None, f"default cost model (no profile for device kind {kind!r})"
+            hardware = _sized(name, list(jmesh.devices.flat))
     try:
         prof = load_profile(hardware)
     except Exception as e:  # noqa: BLE001 - a bad profile name or size: the user's input
@@ -207,6 +208,25 @@ def _machine_for(jmesh, hardware):
                                 f"{n}; give a profile of {n} devices (e.g. cpu-host:{n})")
         return None, f"default cost model (profile {prof.spec} has {prof.num_devices} devices, the mesh {n})"
     return prof, prof.spec
+
+
+def _sized(name: str, devices) -> str:
+    """``name:SIZE`` for TPU chips from their coordinates' bounding box (``tpu-v5e:2x4``), so
+    the profile has the mesh's chips; ``name`` alone when the devices carry no coordinates."""
+    from models.profiles import load_profile
+
+    coords = [getattr(d, "coords", None) for d in devices]
+    if not coords or any(c is None for c in coords):
+        return name
+    dims = [max(c[i] for c in coords) - min(c[i] for c in coords) + 1 for i in range(len(coords[0]))]
+    for cand in (dims, [n for n in dims if n > 1] or [1]):
+        spec = f"{name}:{'x'.join(map(str, cand))}"
+        try:
+            if load_profile(spec).num_devices == len(devices):
+                return spec
+        except Exception:  # noqa: BLE001 - a size this profile does not take: try the next spelling
+            continue
+    return name
 
 
 @dataclass(frozen=True, eq=False)
