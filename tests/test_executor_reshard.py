@@ -2,6 +2,7 @@
 larger than XLA's with_sharding_constraint (strictly smaller where XLA rematerializes)."""
 
 import importlib.util
+import os
 import logging
 from pathlib import Path
 
@@ -150,3 +151,27 @@ def test_unknown_source_in_jit_falls_back_and_says_so(devs, caplog):
         y = jax.jit(lambda a: reshard(a * 1, P(None, "x"), mesh=jm))(x)
     assert np.array_equal(np.asarray(y), np.asarray(x))
     assert "src=" in caplog.text
+
+
+# -- how JAX starts: never the TPU platform on a machine without a TPU ------------------------
+@pytest.mark.parametrize("files,plugins,want", [
+    ((), (), "cpu"),
+    (("/dev/nvidia0",), ("cuda",), "cuda,cpu"),
+    (("/dev/nvidia0",), (), "cpu"),  # a GPU without JAX's plugin: CPU, and libtpu stays quiet
+    (("/dev/kfd", "/dev/nvidia0"), ("rocm", "cuda"), "cuda,rocm,cpu"),
+    (("/dev/accel0",), (), None),  # a TPU VM: JAX's own choice
+])
+def test_platforms_for_machine(monkeypatch, files, plugins, want):
+    import fnmatch
+
+    from executor import _jaxsetup
+
+    monkeypatch.setattr(_jaxsetup.glob, "glob", lambda pat: [f for f in files if fnmatch.fnmatch(f, pat)])
+    monkeypatch.setattr(_jaxsetup, "_has_plugin", lambda kind: kind in plugins)
+    monkeypatch.setattr(_jaxsetup, "_backend_started", lambda: True)  # leave this session's JAX alone
+    assert _jaxsetup.platforms_for_machine() == want
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    assert _jaxsetup.default_platforms() == want
+    assert os.environ.get("JAX_PLATFORMS") == want
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the user's choice always wins
+    assert _jaxsetup.default_platforms() == "cpu"
