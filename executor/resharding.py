@@ -348,6 +348,14 @@ def _decide(jmesh, src_spec, dst_spec, shape, dtype_name, planner, hardware, bud
     smesh = synth_mesh(jmesh)
     src = _array_type(shape, src_spec, {str(a) for a in _unreduced(src_spec)}, smesh, "reshard: the source sharding")
     dst = _array_type(shape, dst_spec, {str(a) for a in _unreduced(dst_spec)}, smesh, "reshard: the target sharding")
+    import jax
+
+    if any(t == jax.sharding.AxisType.Explicit for t in jmesh.axis_types):
+        for who, t in (("source", src), ("target", dst)):
+            if not t.is_even(smesh):
+                raise ExecutorError(f"reshard: the {who} {t} does not divide evenly on {smesh}, and JAX's Explicit "
+                                    "mesh axes need even dims; use Auto axes (jax.make_mesh(..., axis_types="
+                                    "(AxisType.Auto,) * n)) for uneven shardings")
     dtype = jnp.dtype(dtype_name)
     itemsize = dtype.itemsize
     src_s, dst_s = NamedSharding(jmesh, src_spec), NamedSharding(jmesh, dst_spec)
@@ -468,9 +476,13 @@ def reshard(x, sharding, *, mesh=None, src=None, planner: str = "auto", hardware
     fit the array or the mesh."""
     import jax
 
+    if mesh is None and not isinstance(x, jax.core.Tracer) and hasattr(getattr(x, "sharding", None), "mesh") \
+            and not hasattr(sharding, "mesh"):
+        mesh = x.sharding.mesh  # reshard(x, P(...)) on x's own mesh
     prog, _ = _prepare(x, sharding, mesh, src, None, planner, hardware, budget_ms, fallback)
     info = prog.info
-    if warn and info.strategy == "xla" and fallback == "auto":
+    if warn and info.strategy == "xla" and fallback == "auto" and prog not in _WARNED:
+        _WARNED.add(prog)  # once per distinct reshard (the decision is cached)
         log.warning("reshard %s -> %s: XLA's reshard used (%s)", info.src, info.dst, info.reason)
     if isinstance(x, jax.core.Tracer):
         y = prog.fn(x)
@@ -492,6 +504,9 @@ def _check_even(shape, info):
         raise ExecutorError(f"reshard: the target {info.dst} does not divide evenly on {info.mesh}, and a "
                             "jax.Array outside jit cannot hold an uneven sharding (JAX 0.10.2); call reshard "
                             "inside jax.jit, where the padding stays internal")
+
+
+_WARNED: set = set()
 
 
 @functools.lru_cache(maxsize=256)

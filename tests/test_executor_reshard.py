@@ -142,6 +142,17 @@ def test_bad_sharding_raises_project_error(devs):
         reshard(x, P("x"))
     with pytest.raises(ExecutorError, match="fallback"):
         reshard(x, P("x"), mesh=jm, fallback="maybe")
+    with pytest.raises(ExecutorError, match="once"):
+        reshard(x, P("x", "x"), mesh=jm)
+    with pytest.raises(ExecutorError, match="8 devices"):
+        reshard(x, P("x"), mesh=jm, hardware="cpu-host:4")
+    ex = _mesh(devs, (4, 2), ("x", "y"), AxisType.Explicit)
+    with pytest.raises(ExecutorError, match="Explicit"):
+        reshard_info((10, 16), P("x"), mesh=ex, src=P(None, "x"), dtype=jnp.float32)
+    other = _mesh(devs, (2, 4), ("x", "y"))
+    xs = jax.device_put(np.zeros((16, 16), np.float32), NamedSharding(other, P("x")))
+    with pytest.raises(ExecutorError, match="another mesh|different meshes"):
+        reshard(xs, NamedSharding(jm, P("y")))
 
 
 def test_unknown_source_in_jit_falls_back_and_says_so(devs, caplog):
