@@ -92,7 +92,8 @@ def test_the_fixed_program_has_no_remat_and_less_temp(report):
     fixed = doctor_program(f"{PROG}:train_step_fixed")
     assert not any(f.full_remat for f in fixed.findings)
     assert fixed.temp_bytes < report.temp_bytes
-    fixed_line = "transformer_block.py:%d" % _line_of("the doctor's suggestion")
+    marker = "the doctor's suggestion"
+    fixed_line = f"transformer_block.py:{_line_of(marker)}"
     ours = [f for f in fixed.findings if f.line == fixed_line]
     assert ours and all(s.opcode.startswith("all-to-all") for f in ours for s in f.steps)
 

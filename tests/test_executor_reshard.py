@@ -2,8 +2,8 @@
 larger than XLA's with_sharding_constraint (strictly smaller where XLA rematerializes)."""
 
 import importlib.util
-import os
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
