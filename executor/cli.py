@@ -148,7 +148,7 @@ def _doctor_args(sub):
 
 
 def _case(args):
-    from executor.compare import parse_case
+    from synth.cliutil import parse_case  # both spellings, errors name the flag
 
     return parse_case(args.mesh, args.src, args.dst, args.shape)
 
@@ -410,8 +410,9 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         out = dispatch(args, sys.argv[1:] if argv is None else argv, _COMMANDS[args.cmd])
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        from synth.cliutil import report_error
+
+        return report_error(e, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -98,8 +98,9 @@ def main(argv=None) -> int:
             return print_tpu_memory(args)
         return 2
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        from synth.cliutil import report_error
+
+        return report_error(e, argv)
     except BrokenPipeError:  # e.g. piped into `head`
         try:
             sys.stdout = open(os.devnull, "w")

@@ -2,6 +2,7 @@
 
     python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
     python -m synth plan ... [--planner auto|normal|easy|search] [--budget-ms 100] [--free-device-order] [--json]
+    python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from synth.errors import RedistributionError
 from synth.limits import int_arg
@@ -24,12 +24,8 @@ EXAMPLE = {
 }
 
 
-class UserErrorParser(argparse.ArgumentParser):
-    """argparse whose usage errors raise :class:`RedistributionError`, so every CLI of
-    the project reports them like any other user error: one line, status 2."""
-
-    def error(self, message):
-        raise RedistributionError(f"{self.prog}: {message} (see --help)")
+# the parser and the error contract live in synth.cliutil, shared by every CLI
+from synth.cliutil import UserErrorParser, add_case_args, parse_case, report_error, resolve_itemsize  # noqa: E402,F401
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="synthesize a plan from --src to --dst on --mesh",
                         description="Synthesize a plan. Types use the canonical form "
                         "'[1024{x}, 4096{y,z}, 8]' (axes major to minor, as in PartitionSpec).")
-    pl.add_argument("--mesh", default=EXAMPLE["mesh"], help="mesh axes, e.g. x=2,y=4 (default: %(default)s)")
-    pl.add_argument("--src", default=EXAMPLE["src"], help="source type (default: %(default)s)")
-    pl.add_argument("--dst", default=EXAMPLE["dst"], help="target type (default: %(default)s)")
-    pl.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
+    add_case_args(pl, mesh_default=EXAMPLE["mesh"], src_default=EXAMPLE["src"], dst_default=EXAMPLE["dst"])
+    pl.add_argument("--dst-mesh", default=None,
+                    help="target mesh, with device ids after '@' (e.g. b=4@4-7); default: --mesh. "
+                         "Another mesh plans across meshes (synth.crossmesh)")
     pl.add_argument("--planner", default="auto", choices=_planners(),
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
@@ -75,6 +71,13 @@ def _planners():
     return sorted(PLANNERS)
 
 
+def _other_mesh(src_mesh: str, dst_mesh: str) -> bool:
+    """Whether ``--dst-mesh`` names another mesh than ``--mesh`` (axes or devices)."""
+    from synth.mesh import Mesh
+
+    return Mesh.parse(src_mesh) != Mesh.parse(dst_mesh)
+
+
 def budget_ms_arg(text: str) -> float:
     """argparse ``type=`` for ``--budget-ms``: a positive, finite number."""
     from synth.auto import check_budget
@@ -92,7 +95,19 @@ def main(argv=None) -> int:
             from synth.planners import synthesize
 
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            plan = synthesize(args.mesh, args.src, args.dst, planner=args.planner, itemsize=args.itemsize,
+            itemsize = resolve_itemsize(args.dtype, args.itemsize)
+            if args.dst_mesh is not None and _other_mesh(args.mesh, args.dst_mesh):
+                from synth.crossmesh import plan_crossmesh
+
+                if args.free_device_order or args.budget_ms is not None:
+                    raise RedistributionError("plan: --free-device-order and --budget-ms apply to one mesh; "
+                                              "drop them with --dst-mesh")
+                xp = plan_crossmesh(args.mesh, args.src, args.dst_mesh, args.dst, itemsize=itemsize,
+                                    planner=args.planner)
+                print(json.dumps(xp.to_dict()) if args.json else str(xp))
+                return 0
+            mesh, src, dst = parse_case(args.mesh, args.src, args.dst, args.shape)
+            plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize,
                               free_device_order=args.free_device_order, **kw)
             print(json.dumps(plan.to_dict()) if args.json else str(plan))
         elif args.cmd == "bench":
@@ -137,5 +152,4 @@ def main(argv=None) -> int:
                     print(f"  counterexample: {ex}")
         return 0
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report_error(e, argv)

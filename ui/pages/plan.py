@@ -8,7 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures, scenario, share
+from ui import figures, machines, plans, scenario, share
+from ui.errors import escape_md
 from ui.fmt import fmt_bytes
 
 
@@ -59,26 +60,26 @@ def main():
                "step holds per device. Edit the scenario in the sidebar.")
     sc = scenario.current()
     try:
-        plan = compute.plan_for(sc)
-        easy = compute.plan_for(sc, "easy") if sc.planner != "easy" else plan
+        plan = plans.plan_for(sc)
+        easy = plans.plan_for(sc, "easy") if sc.planner != "easy" else plan
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on mesh `{plan.mesh}` "
                 f"({plan.mesh.size} devices, {sc.dtype}), planner `{plan.planner}`")
     for note in plan.notes:
-        st.warning(note)
+        st.warning(escape_md(note))
     if not plan.steps:
         st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
-    cap = compute.hbm_capacity(sc)
+    cap = machines.hbm_capacity(sc)
     oom = cap is not None and plan.peak_live_bytes > cap
     if oom:
-        st.error(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
+        st.error(escape_md(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
                  f"(input + output of one step), more than the {fmt_bytes(cap)} of HBM a "
                  f"{sc.machine_profile} device has ({fmt_bytes(plan.peak_live_bytes - cap)} over). "
-                 "Pick a planner or sharding with smaller shards, or a bigger machine.")
+                 "Pick a planner or sharding with smaller shards, or a bigger machine."))
     c = st.columns(6)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
     if oom:
@@ -115,13 +116,13 @@ def main():
     _layout_section(plan)
 
     st.subheader("Export")
-    doc = compute.plan_document(plan, sc)
+    doc = plans.plan_document(plan, sc)
     text = json.dumps(doc, indent=2)
     e1, e2 = st.columns(2)
     e1.download_button("Download plan JSON", data=text, file_name="plan.json",
                        mime="application/json", key="export_json",
                        help="Plan.to_dict() plus the scenario; load it with synth.Plan.from_dict.")
-    code, why = compute.jax_code(plan, sc.dtype)
+    code, why = plans.jax_code(plan, sc.dtype)
     if code is not None:
         e2.download_button("Download JAX code", data=code, file_name="reshard_plan.py",
                            mime="text/x-python", key="export_jax",
