@@ -393,6 +393,7 @@ def _report(args):
 
 def _doctor(args):
     from executor import doctor
+    from executor.errors import ExecutorError
 
     if (args.program is None) == (args.hlo_dir is None):
         raise ExecutorError("doctor: give FILE.py:FUNCTION or --hlo-dir DIR (one of them)")
