@@ -13,7 +13,7 @@ Imported lazily (pydantic is not needed to ``import synth``).
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
