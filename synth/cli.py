@@ -84,8 +84,8 @@ def main(argv=None) -> int:
             from synth.planners import synthesize
 
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            mesh, src, dst = parse_case(args.mesh, args.src, args.dst, args.shape)
             itemsize = resolve_itemsize(args.dtype, args.itemsize)
+            mesh, src, dst = parse_case(args.mesh, args.src, args.dst, args.shape)
             plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize,
                               free_device_order=args.free_device_order, **kw)
             print(json.dumps(plan.to_dict()) if args.json else str(plan))
