@@ -122,7 +122,29 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", default=None,
                    help=f"calibration report to quote (default: {DEFAULT_CALIBRATION} when it exists)")
     r.add_argument("--json", action="store_true", help="print one JSON document")
+    _doctor_args(sub)
     return p
+
+
+def _doctor_args(sub):
+    d = sub.add_parser("doctor", help="find the collectives XLA inserted in a program, by source line, "
+                                      "with the full rematerializations and the reshard that fixes them",
+                       description="Compile FILE.py:FUNCTION (inputs from --mesh/--arg or the file's DOCTOR "
+                                   "dict) or read an --xla_dump_to folder, and report every collective "
+                                   "sequence with its source line, XLA's steps and bytes, our plan and "
+                                   "both costs simulated on --hardware (see docs/reshard.md).")
+    d.add_argument("program", nargs="?", default=None, help="FILE.py:FUNCTION")
+    d.add_argument("--hlo-dir", default=None, help="a folder written by XLA_FLAGS=--xla_dump_to=DIR")
+    d.add_argument("--mesh", default=None, help="mesh, e.g. x=4,y=2")
+    d.add_argument("--arg", action="append", default=None,
+                   help="an example input as a type, e.g. '[8{y}, 64{x}, 128]' or 'bfloat16:[8{y}, 64]' "
+                        "(once per input)")
+    d.add_argument("--dtype", default=None, help="dtype of inputs without one (default float32)")
+    d.add_argument("--hardware", default=None, help="profile to simulate on (default cpu-host:N, or --target)")
+    d.add_argument("--target", default=None, metavar="PROFILE:SIZE",
+                   help="compile AOT for this TPU slice (libtpu), e.g. tpu-v5e:2x4")
+    _device_args(d)
+    d.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _case(args):
@@ -370,8 +392,27 @@ def _report(args):
     return None
 
 
+def _doctor(args):
+    from executor import doctor
+
+    if (args.program is None) == (args.hlo_dir is None):
+        raise ExecutorError("doctor: give FILE.py:FUNCTION or --hlo-dir DIR (one of them)")
+    if args.hlo_dir is not None:
+        reports = doctor.doctor_hlo_dir(args.hlo_dir, args.mesh, args.hardware)
+    else:
+        if args.target is None:
+            from executor._jaxsetup import ensure_devices
+
+            ensure_devices(args.devices)
+        reports = [doctor.doctor_program(args.program, args.mesh, args.arg, args.dtype, args.hardware, args.target)]
+    if args.json:
+        return {"reports": [r.to_dict() for r in reports]}
+    print("\n\n".join(r.text() for r in reports))
+    return None
+
+
 _COMMANDS = {"compare": _compare, "codegen": _codegen, "xla-schedule": _xla_schedule,
-             "calibrate": _calibrate, "report": _report}
+             "calibrate": _calibrate, "report": _report, "doctor": _doctor}
 
 
 def main(argv=None) -> int:

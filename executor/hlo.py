@@ -13,6 +13,10 @@ Understood:
   ``[2,4]<=[8]`` / ``[4,2]<=[2,2,2]T(1,0,2)``, and as a mesh
   ``mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'b'}``; ``{}`` means one group of all;
 * ``source_target_pairs={{0,1},{1,0}}``;
+* collectives over several dims (synth's ``MultiAllGather`` / ``MultiAllToAll``): XLA
+  writes them as one all-gather / all-to-all over the joint replica groups (an
+  all-to-all often in its tuple form, one piece per group member); each is one op, its
+  bytes the sum of its operands;
 * TPU's fused reduce-scatter, a fusion that all-reduces and keeps its own dynamic slice
   (``calls=%all-reduce-scatter``), is one ``reduce_scatter``;
 * local work: a ``dynamic-slice`` (alone or fused) becomes ``dyn_slice``; other

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     from synth.cliutil import add_case_args
 
     add_case_args(r)  # --mesh --src --dst --shape --itemsize --dtype (defaults: EXAMPLE)
+    r.add_argument("--dst-mesh", default=None,
+                   help="target mesh with device ids (e.g. b=4@4-7; default: --mesh): plans and replays "
+                        "a cross-mesh redistribution (simulator.crossmesh)")
     r.add_argument("--planner", default="auto", choices=sorted(PLANNERS),
                    help="auto (default: the cheapest plan on --hardware within the memory bound), "
                         "normal, easy, search")
@@ -93,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _other_mesh(a: str, b: str) -> bool:
+    from synth import Mesh
+
+    return Mesh.parse(a) != Mesh.parse(b)
+
+
 def _run(args):
     from models import load_profile
     from simulator.engine import simulate, simulate_plan
@@ -120,6 +129,11 @@ def _run(args):
         sched = Schedule.load(args.schedule)
         res = simulate(sched, machine, mesh=args.mesh, placement=args.placement, **kw)
         plan = None
+    elif args.dst_mesh is not None and _other_mesh(args.mesh or EXAMPLE["mesh"], args.dst_mesh):
+        from simulator.crossmesh import run_cli
+
+        return run_cli(args, machine, args.mesh or EXAMPLE["mesh"], args.src or EXAMPLE["src"],
+                       args.dst or EXAMPLE["dst"])
     else:
         from synth import synthesize
 

@@ -2,6 +2,7 @@
 
     python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
     python -m synth plan ... [--planner auto|normal|easy|search] [--budget-ms 100] [--free-device-order] [--json]
+    python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
 
@@ -35,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Synthesize a plan. Types use the canonical form "
                         "'[1024{x}, 4096{y,z}, 8]' (axes major to minor, as in PartitionSpec).")
     add_case_args(pl, mesh_default=EXAMPLE["mesh"], src_default=EXAMPLE["src"], dst_default=EXAMPLE["dst"])
+    pl.add_argument("--dst-mesh", default=None,
+                    help="target mesh, with device ids after '@' (e.g. b=4@4-7); default: --mesh. "
+                         "Another mesh plans across meshes (synth.crossmesh)")
     pl.add_argument("--planner", default="auto", choices=_planners(),
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
@@ -67,6 +71,13 @@ def _planners():
     return sorted(PLANNERS)
 
 
+def _other_mesh(src_mesh: str, dst_mesh: str) -> bool:
+    """Whether ``--dst-mesh`` names another mesh than ``--mesh`` (axes or devices)."""
+    from synth.mesh import Mesh
+
+    return Mesh.parse(src_mesh) != Mesh.parse(dst_mesh)
+
+
 def budget_ms_arg(text: str) -> float:
     """argparse ``type=`` for ``--budget-ms``: a positive, finite number."""
     from synth.auto import check_budget
@@ -85,6 +96,16 @@ def main(argv=None) -> int:
 
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
             itemsize = resolve_itemsize(args.dtype, args.itemsize)
+            if args.dst_mesh is not None and _other_mesh(args.mesh, args.dst_mesh):
+                from synth.crossmesh import plan_crossmesh
+
+                if args.free_device_order or args.budget_ms is not None:
+                    raise RedistributionError("plan: --free-device-order and --budget-ms apply to one mesh; "
+                                              "drop them with --dst-mesh")
+                xp = plan_crossmesh(args.mesh, args.src, args.dst_mesh, args.dst, itemsize=itemsize,
+                                    planner=args.planner)
+                print(json.dumps(xp.to_dict()) if args.json else str(xp))
+                return 0
             mesh, src, dst = parse_case(args.mesh, args.src, args.dst, args.shape)
             plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize,
                               free_device_order=args.free_device_order, **kw)

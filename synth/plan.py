@@ -309,10 +309,7 @@ def _refine_step(c: Collective, work: Mesh) -> Collective:
         return c
     if isinstance(c, AllPermute):
         return AllPermute(refine_type(ArrayType.of(c.target), work))
-    axis = c.axis
-    old = (axis,) if isinstance(axis, str) else tuple(axis)
-    names = tuple(x for a in old for x in refine_name(work, a))
-    return c if names == old else replace(c, axis=names)
+    return c.map_axes(lambda a: refine_name(work, a))
 
 
 def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int) -> int:

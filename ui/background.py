@@ -31,7 +31,7 @@ def show_cancelled(slot: str, what: str) -> None:
 
 
 def show_job(pending) -> None:
-    """The waiting/running panel of a :class:`ui.compute.Pending` job."""
+    """The waiting/running panel of a :class:`ui.runs.Pending` job."""
     job, slot, what = pending.job, pending.slot, pending.what
     m = jobs.manager()
     sid = jobs.session_id()
@@ -70,9 +70,9 @@ def show_failed(pending) -> None:
 
 
 def resolve(result):
-    """``result`` of :func:`ui.compute.run_work`: returns the view when ready; otherwise
+    """``result`` of :func:`ui.runs.run_work`: returns the view when ready; otherwise
     draws the job's panel and returns ``None`` (the page should stop drawing)."""
-    from ui.compute import Pending
+    from ui.runs import Pending
 
     if not isinstance(result, Pending):
         return result

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures, scenario, share
+from ui import figures, machines, plans, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes
 
@@ -60,8 +60,8 @@ def main():
                "step holds per device. Edit the scenario in the sidebar.")
     sc = scenario.current()
     try:
-        plan = compute.plan_for(sc)
-        easy = compute.plan_for(sc, "easy") if sc.planner != "easy" else plan
+        plan = plans.plan_for(sc)
+        easy = plans.plan_for(sc, "easy") if sc.planner != "easy" else plan
     except RedistributionError as e:
         st.error(escape_md(str(e)))
         return
@@ -73,7 +73,7 @@ def main():
     if not plan.steps:
         st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
-    cap = compute.hbm_capacity(sc)
+    cap = machines.hbm_capacity(sc)
     oom = cap is not None and plan.peak_live_bytes > cap
     if oom:
         st.error(escape_md(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
@@ -116,13 +116,13 @@ def main():
     _layout_section(plan)
 
     st.subheader("Export")
-    doc = compute.plan_document(plan, sc)
+    doc = plans.plan_document(plan, sc)
     text = json.dumps(doc, indent=2)
     e1, e2 = st.columns(2)
     e1.download_button("Download plan JSON", data=text, file_name="plan.json",
                        mime="application/json", key="export_json",
                        help="Plan.to_dict() plus the scenario; load it with synth.Plan.from_dict.")
-    code, why = compute.jax_code(plan, sc.dtype)
+    code, why = plans.jax_code(plan, sc.dtype)
     if code is not None:
         e2.download_button("Download JAX code", data=code, file_name="reshard_plan.py",
                            mime="text/x-python", key="export_jax",

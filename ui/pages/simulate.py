@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import background, compute, scenario, share
+from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import BANDWIDTH_NOTE, lower_bound_help, model_error_text, ops_frame
@@ -40,7 +40,7 @@ def main():
     st.title("Simulate")
     st.caption("The plan's device-level schedule replayed on the machine (SimPy, links shared "
                "by concurrent flows). Edit the scenario in the sidebar.")
-    why = compute.missing("simulator")
+    why = machines.missing("simulator")
     if why:
         st.warning(escape_md(f"The simulator package is not available ({why}); this page needs it."))
         return
@@ -50,8 +50,8 @@ def main():
                               help=PLACEMENT_HELP, on_change=share.save_page_fields)
     share.save_page_fields()
     try:
-        plan = compute.plan_for(sc)
-        view = background.resolve(compute.simulation(plan, sc, placement))
+        plan = plans.plan_for(sc)
+        view = background.resolve(runs.simulation(plan, sc, placement))
     except RedistributionError as e:
         st.error(escape_md(str(e)))
         return
@@ -62,7 +62,7 @@ def main():
                 f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
     for w in sm["warnings"]:
         st.warning(escape_md(w))
-    show_summary(sm, compute.model_error(sm["machine_spec"]))
+    show_summary(sm, machines.model_error(sm["machine_spec"]))
 
     figs = view["figures"]
     if view["ops"]:

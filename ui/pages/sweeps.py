@@ -8,7 +8,7 @@ import plotly.express as px
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures
+from ui import figures, files, machines
 from ui.errors import escape_md
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
@@ -17,7 +17,7 @@ COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "
 
 
 def _pick_folder() -> str | None:
-    found = compute.results_folders()
+    found = files.results_folders()
     c1, c2 = st.columns([2, 3])
     picked = None
     if found:
@@ -26,11 +26,11 @@ def _pick_folder() -> str | None:
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
     else:
-        c1.info(f"No results folder under {compute.results_root()} yet. Run e.g. `python -m experiments run "
+        c1.info(f"No results folder under {files.results_root()} yet. Run e.g. `python -m experiments run "
                 "experiments/configs/smoke.yaml --out results/smoke`.")
     typed = c2.text_input("...or a path", key="sweeps_dir", placeholder="results/smoke",
                           help="A folder written by `python -m experiments run`, under the results root "
-                               f"({compute.results_root()}; set APP_RESULTS_ROOT to change it).")
+                               f"({files.results_root()}; set APP_RESULTS_ROOT to change it).")
     return typed.strip() or picked
 
 
@@ -46,7 +46,7 @@ def main():
     st.title("Sweeps")
     st.caption("Browse a results folder from the experiments runner: every case x machine x "
                "planner x what-if row, figures, and the HTML report.")
-    why = compute.missing("experiments.report")
+    why = machines.missing("experiments.report")
     if why:
         st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
@@ -54,8 +54,8 @@ def main():
     if not folder:
         return
     try:
-        folder = str(compute.check_results_path(folder))
-        df = compute.sweep_rows(folder)
+        folder = str(files.check_results_path(folder))
+        df = files.sweep_rows(folder)
     except RedistributionError as e:
         st.error(escape_md(str(e)))
         return
@@ -102,7 +102,7 @@ def main():
                  key="sweeps_build_report"):
         try:
             with st.spinner("Building the report..."):
-                compute.build_sweep_report(folder)
+                files.build_sweep_report(folder)
         except RedistributionError as e:
             st.error(escape_md(str(e)))
     if html.exists():
