@@ -248,6 +248,16 @@ def _codegen(args):
     return None
 
 
+def _check_compile_memory(src, args, what):
+    """The host memory of the local compile, estimated before JAX starts (one line)."""
+    from executor.run import compile_host_bytes
+    from synth.cliutil import resolve_itemsize
+    from synth.limits import check_memory
+
+    nbytes = src.num_elems() * resolve_itemsize(args.dtype, args.itemsize)
+    check_memory(compile_host_bytes(nbytes), f"{what} {src}: the CPU compile")
+
+
 def _xla_schedule(args):
     from executor._jaxsetup import ensure_devices
     from executor.fmt import fmt_bytes, table
@@ -270,6 +280,7 @@ def _xla_schedule(args):
     else:
         if args.placement is not None:
             raise RedistributionError("--placement applies with --target only")
+        _check_compile_memory(src, args, "xla-schedule")  # before JAX starts
         platform = ensure_devices(args.devices)[0].platform
         r = xla_reshard(mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
                         measure=False, strict=False)

@@ -398,7 +398,7 @@ def _load_cached(path: str, mtime: int, size_text: str | None) -> HardwareProfil
 def _resolve(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
-        if p.is_file():
+        if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
         raise ProfileError(f"load_profile: profile file {name!r} does not exist")
     cands = []
