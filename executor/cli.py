@@ -183,8 +183,11 @@ def _compare_target(args):
     print(f"mesh {mesh}: {src} -> {dst}  compiled for {res['target']} by {res['compiler']} "
           f"({res['dtype']}, placement {res['placement']}); compile-only: nothing ran, no times")
     rows = []
-    for k in ("ours", "xla_shardy", "xla_gspmd"):
+    for k in ("ours", "xla_shardy", "xla_gspmd", "shardy_r2c"):
         r = res[k]
+        if "error" in r:
+            rows.append([k, "-", "-", "-", r["error"][:60], "-"])
+            continue
         rows.append([k, fmt_bytes(r["temp_bytes"]), fmt_bytes(r["output_bytes"]),
                      "YES" if r["full_remat"] else "no", " ".join(r["collectives"]) or "-",
                      f"{r['compile_s']:.2f} s"])

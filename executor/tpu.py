@@ -549,6 +549,14 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
     for p in ("shardy", "gspmd"):
         out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
+    from executor.shardy import ShardyError, shardy_plan
+
+    try:  # Shardy's own reshard-to-collectives plan, compiled like ours (executor.shardy)
+        sp = shardy_plan(mesh, src, dst, itemsize)
+        out["shardy_r2c"] = compile_plan(t, sp, dtype=dtype, placement=placement).to_dict()
+        out["shardy_r2c"]["plan_steps"] = [str(c) for c in sp.steps]
+    except ShardyError as e:
+        out["shardy_r2c"] = {"error": str(e)}
     return out
 
 
