@@ -279,9 +279,8 @@ class _ReduceScatter:
 
     @staticmethod
     def emit(block, step: Step):
-        from jax import lax
-
         import jax.numpy as jnp
+        from jax import lax
 
         c = step.op
         n = _n(step)
