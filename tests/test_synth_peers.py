@@ -6,8 +6,10 @@ The regression guard is pinned to the figures of the planner at the time the sui
 landed (see PINNED): no case outside the pinned sets may become dominated or exceed
 max(src, dst) where the peer stays within, and the counts may only improve. When the
 search improves, shrink the sets (the test says which cases left them). The planner's
-budget is wall-clock today, so the suite runs with a generous 2 s budget per case (it
-stops far earlier on these small cases) to keep the answer the same on a busy machine.
+budget is wall-clock today, so the suite runs with a generous 10 s budget per case (the
+search ends on its own far earlier: at most about 1.1 s for one case, 3.7 s for all
+333, measured with the machine's load average at 13) to keep the answer the same on a
+busy machine.
 """
 
 import json
@@ -30,7 +32,7 @@ from synth.peers import (
     translate,
 )
 
-BUDGET_MS = 2000
+BUDGET_MS = 10_000
 
 #: The figures on the tree where the suite landed (planner of main at 09:10 UTC, 2026-12-01).
 PINNED = {
