@@ -86,6 +86,9 @@ def test_examples_type_data_json_schedule(case):
     again = Plan.from_dict(plan.to_dict())
     assert again.steps == plan.steps and again.types == plan.types
     ops = plan.to_schedule().ops
+    from executor.hlo import COLLECTIVE_OPCODES  # the HLO reader reads every op kind back
+
+    assert all(op.is_local or op.kind in COLLECTIVE_OPCODES.values() for op in ops)
     assert [op.kind for op in ops] == [{"multi_dyn_slice": "dyn_slice", "multi_all_gather": "all_gather",
                                         "multi_all_to_all": "all_to_all",
                                         "sharded_to_unreduced": "copy"}[c.kind]]
