@@ -66,7 +66,10 @@ def _axes_tuple(axis) -> tuple[str, ...]:
 
 def _canonical_axis(obj, who: str):
     """A one-name tuple becomes the name; a list becomes a tuple (frozen, hashable)."""
-    axis = obj.axis
+    object.__setattr__(obj, "axis", _canonical_axis_value(obj.axis, who))
+
+
+def _canonical_axis_value(axis, who: str):
     if not isinstance(axis, str):
         try:
             axis = tuple(axis)
@@ -80,7 +83,7 @@ def _canonical_axis(obj, who: str):
             raise CollectiveError(f"{who}: axis {axis!r} names an axis twice")
         if len(axis) == 1:
             axis = axis[0]
-    object.__setattr__(obj, "axis", axis)
+    return axis
 
 
 def _axes_text(axis) -> str:
@@ -673,9 +676,7 @@ def _canonical_moves(obj, who: str, width: int):
         for v in m[:width]:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise CollectiveError(f"{who}: move {m!r}: dims must be integers")
-        holder = _AxisHolder(m[width])
-        _canonical_axis(holder, who)
-        out.append(tuple(int(v) for v in m[:width]) + (holder.axis,))
+        out.append(tuple(int(v) for v in m[:width]) + (_canonical_axis_value(m[width], who),))
     dims = [v for m in out for v in m[:width]]
     if len(set(dims)) != len(dims):
         raise CollectiveError(
@@ -685,11 +686,6 @@ def _canonical_moves(obj, who: str, width: int):
     if len(set(names)) != len(names):
         raise CollectiveError(f"{who}: an axis appears in two moves ({names})")
     object.__setattr__(obj, "moves", tuple(sorted(out, key=lambda m: m[:width])))
-
-
-@dataclass
-class _AxisHolder:
-    axis: object
 
 
 class _MultiMixin:
