@@ -270,14 +270,14 @@ def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow
 
 def iter_lines(path, what: str = "file", *, inside=None, max_line_bytes: int = 1 << 20):
     """Yield ``(line number, text)`` of a UTF-8 line file (``rows.jsonl``), refusing what
-    :func:`read_bytes` refuses; a line over ``max_line_bytes`` or the whole file over the
+    :func:`read_bytes` refuses and a link in its place; a line over ``max_line_bytes`` or the whole file over the
     ``rows_bytes`` limit raise :class:`FileError`. Reads line by line (constant memory)."""
     from synth.limits import limit
 
     p = os.fspath(path)
     if inside is not None:
         check_inside(p, inside, what)
-    fd = _open_regular(p, what, os.O_RDONLY, inside is None, "read")
+    fd = _open_regular(p, what, os.O_RDONLY, False, "read")  # a file the tool writes: never a link
     cap = limit("rows_bytes")
     with os.fdopen(fd, "rb") as f:
         total = 0

@@ -106,11 +106,11 @@ def limit(name: str) -> int:
     env = os.environ.get(f"REDIST_LIMIT_{name.upper()}")
     if env is None:
         return default
-    try:
-        v = int(env.strip()[:40])
-    except ValueError:
-        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer; unset it or "
-                         f"give a positive integer (default {default})") from None
+    text = env.strip().replace("_", "")
+    if not text.isdigit() or len(text) > 15:  # at most 10**15: far above any machine
+        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer of at most 15 digits; "
+                         f"unset it or give a positive integer (default {default})")
+    v = int(text)
     if v < 1:
         raise LimitError(f"REDIST_LIMIT_{name.upper()}={v} must be >= 1 (default {default})")
     return v
