@@ -201,3 +201,18 @@ def test_replayed_peer_plans_round_trip_json(shardy_run):
         plan = peer_plan(case)
         back = Plan.from_dict(plan.to_dict())
         assert back.steps == plan.steps and back.types == plan.types
+
+
+def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
+    """``--fuse``: our plans with runs of one-dim steps fused (synth.collectives.fuse_runs)
+    are checked element by element like every plan, never use more collectives or receive
+    more than the plain ones, and are dominated by Shardy in at most the 10 pinned cases."""
+    fused = run_peers(["shardy"], budget_ms=BUDGET_MS, fuse=True)["suites"]["shardy"]
+    assert fused["summary"]["cases"] == 95
+    for plain, f in zip(runs["shardy"]["rows"], fused["rows"]):
+        assert plain["test"] == f["test"]
+        assert f["ours"]["collectives"] <= plain["ours"]["collectives"]
+        assert f["ours"]["recv_bytes"] <= plain["ours"]["recv_bytes"]
+    dominated = {r["test"] for r in fused["rows"] if r["dominated"]}
+    assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 11
+    assert "reshard_with_propagation_barrier" not in dominated  # one 3-dim gather, as Shardy
