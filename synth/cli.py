@@ -6,7 +6,7 @@
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
-    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--json]
+    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--fuse] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -96,6 +96,9 @@ def _add_peers_parser(sub):
                     help="comma-separated suites (default: %(default)s)")
     pe.add_argument("--planner", default="auto", choices=_planners(), help="planner (default: auto)")
     pe.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    pe.add_argument("--fuse", action="store_true",
+                    help="fuse runs of one-dim steps of our plans into multi-dim steps first "
+                         "(synth.collectives.fuse_runs), to see what the vocabulary alone buys")
     pe.add_argument("--json", action="store_true", help="print one JSON document (with every case)")
 
 
@@ -223,7 +226,8 @@ def main(argv=None) -> int:
             if bad or not suites:
                 raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
             kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None, **kw)
+            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None,
+                            fuse=args.fuse, **kw)
             if sys.stderr.isatty():
                 print(file=sys.stderr)
             print(json.dumps(res) if args.json else format_report(res))
