@@ -417,8 +417,10 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
                                 f"give a mesh of {n} devices")
         # the jitted function's name, from the module's (jit_train_step): its frames are the user's step
         fm = re.match(r"\s*HloModule\s+(?:jit_)?([A-Za-z_][\w]*)", text)
-        reports.append(_report(text, smesh, p.name, fm.group(1) if fm else None, None,
-                               hardware or f"cpu-host:{n}", None))
+        rep = _report(text, smesh, p.name, fm.group(1) if fm else None, None, hardware or f"cpu-host:{n}", None)
+        for f in rep.findings:
+            _explain(f)
+        reports.append(rep)
     return reports
 
 
@@ -482,6 +484,7 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
     for f in rep.findings:
         cands = by_frames.get(f.user_key)
         if not cands or "sharding_constraint" not in f.op_name:
+            _explain(f)
             continue
         src, dst, dt = cands[0] if len(cands) == 1 else cands.pop(0)
         if src is None:
@@ -512,6 +515,22 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
                      f"with_sharding_constraint(y, {_spec_src(dst)})  (from executor import reshard)")
         else:
             f.note = "XLA's collectives are already as good as our plan here; nothing to change"
+
+
+def _explain(f: Finding) -> None:
+    """The note of a sequence that no constraint of the program asked for."""
+    if f.note:
+        return
+    prim = f.op_name.rpartition("/")[2] or f.op_name
+    if prim == "sharding_constraint":
+        f.note = ("a with_sharding_constraint; an HLO dump does not record the shardings: run the doctor on "
+                  "FILE.py:FUNCTION for our plan and the reshard line") if not f.dst else f.note
+    elif all(s.opcode.split("-start")[0] in ("all-reduce", "reduce-scatter", "reduce-scatter (fused)")
+             for s in f.steps):
+        f.note = f"part of the computation of {prim!r} (a sum over a sharded contraction), not a layout change"
+    else:
+        f.note = (f"a layout change XLA chose for {prim!r}; the compiled program does not record its shardings: "
+                  "put a reshard(...) with the sharding you want before this op to choose it yourself")
 
 
 def _user_key(frames, user_file) -> tuple:
