@@ -79,10 +79,11 @@ def test_reshard_in_jit_bit_exact_and_no_more_temp(devs, mesh_s, src_s, dst_s, r
         assert t_ours < t_xla, (t_ours, t_xla)
 
 
-def test_reshard_eager_gives_target_sharding_shard_by_shard(devs):
+@pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
+def test_reshard_eager_gives_target_sharding_shard_by_shard(devs, kind):
     mesh = Mesh.of("x=4,y=2")
     src, dst = parse_type("[16{y}, 16, 16{x}]"), parse_type("[16, 16{x,y}, 16]")
-    jm = _mesh(devs, mesh.sizes, mesh.names)
+    jm = _mesh(devs, mesh.sizes, mesh.names, kind)
     x = make_input(src, "float32", seed=1)
     xs = jax.device_put(x, NamedSharding(jm, P(*src.to_spec()[1])))
     y, info = reshard(xs, NamedSharding(jm, P(*dst.to_spec()[1])), return_plan=True)
