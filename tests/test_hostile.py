@@ -599,6 +599,11 @@ for _k in ("link", "fifo"):
           "error", _m, post=_unchanged(f"w-codegen-{_k}.txt") if _k == "link" else None)
 case3("sim-chrome-trace-empty", "run-folder", "simulator", SMALL_RUN + ["--chrome-trace", ""], "error", "empty")
 
+for _k, _m in (("fifo", "pipe"), ("sparse3g", "limit"), ("devzero-link", "not a regular file"),
+               ("folder-yaml", "folder")):
+    case3(f"exp-run-config-{_k}", "run-folder", "experiments", ["run", f"{{tmp}}/cfg3-{_k}.yaml", "--out", "{tmp}/o-c3"],
+          "error", _m)
+
 # ---- Ray addresses (every attempt has a deadline; host names checked first) ----
 RAY_ADDR = {"host300": "a" * 300 + ":6379", "label64": "a" * 64 + ".example:6379", "unicode": "héad:6379",
             "port0": "127.0.0.1:0", "port99999": "127.0.0.1:99999", "port-abc": "127.0.0.1:abc",
@@ -922,6 +927,10 @@ def make_files3(tmp: Path) -> None:
     for w in ("trace", "chrome", "codegen"):
         _link(_outside(tmp, f"w-{w}-link.txt"), tmp / f"w-{w}-link")
         _fifo(tmp / f"w-{w}-fifo")
+    _fifo(tmp / "cfg3-fifo.yaml")
+    _sparse(tmp / "cfg3-sparse3g.yaml")
+    _link("/dev/zero", tmp / "cfg3-devzero-link.yaml")
+    (tmp / "cfg3-folder-yaml.yaml").mkdir(exist_ok=True)
     # the app's results root: links and a FIFO inside it
     root = tmp / "approot"
     (root / "r-link").mkdir(parents=True, exist_ok=True)

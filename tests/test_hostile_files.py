@@ -569,3 +569,35 @@ def test_compile_memory_failures_are_one_line():
     with pytest.raises(KeyError):  # anything else passes through unchanged
         with compile_guard("case K", "cpu", 1 << 10):
             raise KeyError("x")
+
+
+def test_ray_address_auto_without_a_cluster_is_refused_at_once(monkeypatch, tmp_path):
+    from experiments import runner
+    from experiments.case import ExperimentError
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(runner, "RAY_CLUSTER_FILE", str(tmp_path / "ray_current_cluster"))
+    with pytest.raises(ExperimentError, match="no Ray cluster runs on this host"):
+        runner._resolve_auto()
+    (tmp_path / "ray_current_cluster").write_text("10.0.0.7:6379\n")
+    assert runner._resolve_auto() == "10.0.0.7:6379"
+    monkeypatch.setenv("RAY_ADDRESS", "head.example:6379")
+    assert runner._resolve_auto() == "head.example:6379"
+
+
+def test_member_variables_are_checked_together(monkeypatch):
+    from executor import distributed
+    from executor.errors import ExecutorError
+
+    for k in (distributed.ENV_COORD, distributed.ENV_NUM, distributed.ENV_LOCAL):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv(distributed.ENV_ID, "0")
+    with pytest.raises(ExecutorError, match="REDIST_PROCESS_ID is set but REDIST_COORDINATOR"):
+        distributed.member_layout()
+    monkeypatch.setenv(distributed.ENV_COORD, "127.0.0.1:1234")
+    monkeypatch.setenv(distributed.ENV_NUM, "2")
+    monkeypatch.setenv(distributed.ENV_LOCAL, "4")
+    assert distributed.member_layout() == ("127.0.0.1:1234", 2, 0, 4)
+    monkeypatch.setenv(distributed.ENV_ID, "2")
+    with pytest.raises(ExecutorError, match="0 <= id < processes"):
+        distributed.member_layout()
