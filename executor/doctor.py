@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import re
 import sys
@@ -69,6 +68,7 @@ class Finding:
     fix: str | None = None
     note: str = ""
     innermost: str | None = None  # the innermost frame in the user's file
+    schedule_ops: list = field(default_factory=list, repr=False)  # XLA's ops as synth.ScheduleOp
 
     @property
     def recv_bytes(self) -> int:
@@ -76,6 +76,7 @@ class Finding:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("schedule_ops")
         d["recv_bytes"] = self.recv_bytes
         return d
 
@@ -196,32 +197,21 @@ def _op_name(attrs: str) -> str:
 def find_sequences(text: str, num_devices: int, entry_function: str | None = None,
                    user_file: str | None = None) -> list[Finding]:
     """The collective sequences of a compiled HLO module (see the module docstring)."""
-    from executor.hlo import (
-        COLLECTIVE_OPCODES,
-        _base_opcode,
-        _collective_op,
-        parse_module,
-        shape_bytes,
-    )
+    from executor.hlo import collective_instructions
 
-    comps = parse_module(text)
     chain = stack_frames(text)
-    table = {i.name: i for c in comps.values() for i in c.instrs}
-    entry = next(c for c in comps.values() if c.entry)
     found: list[Finding] = []
+    ops: list[list] = []
     key_prev = None
-    for ins in entry.instrs:
-        base = _base_opcode(ins.opcode)
-        if base is None or base not in COLLECTIVE_OPCODES:
-            continue
-        op = _collective_op(ins, base, table, num_devices)
+    for op, ins in collective_instructions(text, num_devices):
         n = max((len(g) for g in op.groups), default=2 if op.pairs else 1)
-        step = Step(ins.opcode, ins.name, int(op.in_bytes), int(shape_bytes(ins.shape)) if base != "all-to-all"
-                    else int(op.out_bytes), int(op.recv_bytes), int(n))
+        step = Step(ins.opcode if "all-reduce-scatter" not in op.label else "reduce-scatter (fused)",
+                    ins.name, int(op.in_bytes), int(op.out_bytes), int(op.recv_bytes), int(n))
         frames = _location(ins.attrs, chain)
         key = (tuple(frames), _op_name(ins.attrs))
         if found and key == key_prev:
             found[-1].steps.append(step)
+            ops[-1].append(op)
             continue
         key_prev = key
         pick = _user_frame(frames, entry_function, user_file)
@@ -230,20 +220,29 @@ def find_sequences(text: str, num_devices: int, entry_function: str | None = Non
                              chain=_chain(frames, pick),
                              op_name=_op_name(ins.attrs), steps=[step], full_remat=False, peak_bytes=0,
                              innermost=_innermost(frames, user_file)))
-    for f in found:
+        ops.append([op])
+    for f, fops in zip(found, ops):
         f.peak_bytes = max(max(s.in_bytes, s.out_bytes) for s in f.steps)
         factor = 1
         for s in f.steps:
             if s.opcode.startswith("all-gather"):
                 factor *= s.group_size
         f.full_remat = factor >= num_devices > 1
+        f.schedule_ops = fops
     return found
 
 
 def _chain(frames, pick):
-    """``file:line function`` from the reported frame inward (the caller's frames dropped)."""
-    inner = frames[: frames.index(pick) + 1] if pick in frames else frames
-    return [f"{os.path.basename(f)}:{ln} {fn}" for f, fn, ln in reversed(inner)]
+    """``file:line function`` from the reported frame inward, in the reported frame's file,
+    then the first call out of it (e.g. into ``reshard`` or a library); the caller's frames
+    and the library's own are dropped."""
+    inner = list(reversed(frames[: frames.index(pick) + 1] if pick in frames else frames))
+    out = []
+    for f, fn, ln in inner:
+        out.append(f"{os.path.basename(f)}:{ln} {fn}")
+        if pick is not None and f != pick[0]:
+            break
+    return out
 
 
 def _innermost(frames, user_file):
@@ -410,26 +409,25 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
         if smesh.size != n and m:
             raise ExecutorError(f"doctor: --mesh {mesh} has {smesh.size} devices but {p.name} is partitioned {n} ways; "
                                 f"give a mesh of {n} devices")
-        reports.append(_report(text, smesh, p.name, None, None, hardware or f"cpu-host:{n}", ""))
+        # the jitted function's name, from the module's (jit_train_step): its frames are the user's step
+        fm = re.match(r"\s*HloModule\s+(?:jit_)?([A-Za-z_][\w]*)", text)
+        reports.append(_report(text, smesh, p.name, fm.group(1) if fm else None, None,
+                               hardware or f"cpu-host:{n}", ""))
     return reports
 
 
 def _report(text, smesh, program, entry_fn, path, hardware, log) -> Report:
-    from executor.hlo import REMAT_LOG, hlo_to_schedule
+    from executor.hlo import REMAT_LOG
 
     rep = Report(program, str(smesh), hardware)
     rep.findings = find_sequences(text, smesh.size, entry_fn, path)
     rep.log_remat = REMAT_LOG in log
-    sched = hlo_to_schedule(text, num_devices=smesh.size)
-    by_name = {op.label.split("%")[-1]: op for op in sched.ops if "%" in op.label}
     try:
         from simulator import simulate
         from synth.schedule import Schedule
 
         for f in rep.findings:
-            ops = [by_name[s.name] for s in f.steps if s.name in by_name]
-            if ops:
-                f.xla_sim_s = float(simulate(Schedule(smesh.size, tuple(ops), name=f.line), hardware).time_s)
+            f.xla_sim_s = float(simulate(Schedule(smesh.size, tuple(f.schedule_ops), name=f.line), hardware).time_s)
     except Exception as e:  # noqa: BLE001 - a hardware spec that does not fit: said once, per report
         for f in rep.findings:
             f.note = f"not simulated on {hardware}: {str(e).splitlines()[0][:160]}"
@@ -497,10 +495,7 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
 
 
 def lines_key(frames, rep, path):
-    for fn, func, ln in frames:
-        if path and os.path.exists(fn) and os.path.samefile(fn, path):
-            pass
-    # the same rule as _user_frame (innermost first): the entry function's frame
+    """The line a jaxpr equation reports, by the same rule as :func:`_user_frame`."""
     entry = rep.program.rpartition(":")[2]
     pick = _user_frame(list(frames), entry, path)
     return f"{os.path.basename(pick[0])}:{pick[2]}" if pick else "?"
@@ -515,4 +510,4 @@ def to_json(reports) -> str:
     return json.dumps([r.to_dict() for r in reports], indent=2)
 
 
-__all__ = ["doctor_program", "doctor_hlo_dir", "find_sequences", "Report", "Finding", "math"]
+__all__ = ["doctor_program", "doctor_hlo_dir", "find_sequences", "Report", "Finding"]

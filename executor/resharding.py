@@ -187,22 +187,46 @@ def _machine_for(jmesh, hardware):
     from models.profiles import load_profile
 
     n = jmesh.size
+    hardware_given = hardware is not None
     if hardware is None:
         d = jmesh.devices.flat[0]
         if d.platform == "cpu":
             hardware = f"cpu-host:{n}"
         else:
             kind = getattr(d, "device_kind", "")
-            hardware = next((p for k, p in _KIND_PROFILES if kind.startswith(k)), None)
-            if hardware is None:
+            name = next((p for k, p in _KIND_PROFILES if kind.startswith(k)), None)
+            if name is None:
                 return None, f"default cost model (no profile for device kind {kind!r})"
+            hardware = _sized(name, list(jmesh.devices.flat))
     try:
         prof = load_profile(hardware)
     except Exception as e:  # noqa: BLE001 - a bad profile name or size: the user's input
         raise ExecutorError(f"reshard: hardware={hardware!r}: {str(e).splitlines()[0]}") from None
-    if prof.num_devices < n:
+    if prof.num_devices != n:
+        if hardware_given:
+            raise ExecutorError(f"reshard: hardware={hardware!r} has {prof.num_devices} devices but the mesh has "
+                                f"{n}; give a profile of {n} devices (e.g. cpu-host:{n})")
         return None, f"default cost model (profile {prof.spec} has {prof.num_devices} devices, the mesh {n})"
     return prof, prof.spec
+
+
+def _sized(name: str, devices) -> str:
+    """``name:SIZE`` for TPU chips from their coordinates' bounding box (``tpu-v5e:2x4``), so
+    the profile has the mesh's chips; ``name`` alone when the devices carry no coordinates."""
+    from models.profiles import load_profile
+
+    coords = [getattr(d, "coords", None) for d in devices]
+    if not coords or any(c is None for c in coords):
+        return name
+    dims = [max(c[i] for c in coords) - min(c[i] for c in coords) + 1 for i in range(len(coords[0]))]
+    for cand in (dims, [n for n in dims if n > 1] or [1]):
+        spec = f"{name}:{'x'.join(map(str, cand))}"
+        try:
+            if load_profile(spec).num_devices == len(devices):
+                return spec
+        except Exception:  # noqa: BLE001 - a size this profile does not take: try the next spelling
+            continue
+    return name
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,16 +302,39 @@ def _xla_fn(dst_sharding):
     return fn
 
 
-def _compiled_temp(fn, shape, dtype, src_sharding, dst_sharding):
+def _compiled_temp(fn, shape, dtype, src_sharding, dst_sharding, padded_in, padded_out):
+    """Compiled temp bytes per device of ``fn`` alone, on an abstract input in the source
+    sharding. JAX holds no uneven array outside jit (it would gather a jit output), so an
+    uneven source arrives as its padded physical array (``padded_in``: whole shards, as
+    GSPMD holds it), is cut to the logical shape and constrained to the source first, and
+    an uneven result is padded to whole shards (``padded_out``) and leaves in the target
+    sharding, as a consumer inside a program would use it. Both programs (ours and XLA's)
+    get the same prefix and suffix."""
     import jax
+    import jax.numpy as jnp
+    from jax import lax
 
     from executor.run import capture_fd2
 
-    sds = jax.ShapeDtypeStruct(shape, dtype, sharding=src_sharding)
+    def prog(a):
+        if padded_in is not None:
+            a = jax.lax.with_sharding_constraint(lax.slice(a, (0,) * len(shape), shape), src_sharding)
+        y = fn(a)
+        if padded_out is not None:
+            y = jax.lax.with_sharding_constraint(jnp.pad(y, [(0, p - n) for p, n in zip(padded_out, shape)]),
+                                                 dst_sharding)
+        return y
+
+    sds = jax.ShapeDtypeStruct(padded_in or shape, dtype, sharding=src_sharding)
     with capture_fd2():
-        c = jax.jit(fn).lower(sds).compile()
+        c = jax.jit(prog).lower(sds).compile()
     ma = c.memory_analysis()
     return (int(ma.temp_size_in_bytes) if ma is not None else None), c
+
+
+def _padded(t, mesh):
+    """The physical (padded) shape of an uneven type, ``None`` for an even one."""
+    return None if t.is_even(mesh) else tuple(k * n for k, n in zip(t.splits(mesh), t.local_shape(mesh)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -301,6 +348,14 @@ def _decide(jmesh, src_spec, dst_spec, shape, dtype_name, planner, hardware, bud
     smesh = synth_mesh(jmesh)
     src = _array_type(shape, src_spec, {str(a) for a in _unreduced(src_spec)}, smesh, "reshard: the source sharding")
     dst = _array_type(shape, dst_spec, {str(a) for a in _unreduced(dst_spec)}, smesh, "reshard: the target sharding")
+    import jax
+
+    if any(t == jax.sharding.AxisType.Explicit for t in jmesh.axis_types):
+        for who, t in (("source", src), ("target", dst)):
+            if not t.is_even(smesh):
+                raise ExecutorError(f"reshard: the {who} {t} does not divide evenly on {smesh}, and JAX's Explicit "
+                                    "mesh axes need even dims; use Auto axes (jax.make_mesh(..., axis_types="
+                                    "(AxisType.Auto,) * n)) for uneven shardings")
     dtype = jnp.dtype(dtype_name)
     itemsize = dtype.itemsize
     src_s, dst_s = NamedSharding(jmesh, src_spec), NamedSharding(jmesh, dst_spec)
@@ -329,14 +384,20 @@ def _decide(jmesh, src_spec, dst_spec, shape, dtype_name, planner, hardware, bud
         return _Program(ReshardInfo("ours", "nothing to move: the source already has the target sharding",
                                     temp_bytes_ours=0, **base), lambda x: x)
     ours = _our_fn(plan, jmesh, dst_s, shape)
+    pads = (_padded(src, smesh), _padded(dst, smesh))
     try:
-        t_ours, _ = _compiled_temp(ours, shape, dtype, src_s, dst_s)
+        t_ours, _ = _compiled_temp(ours, shape, dtype, src_s, dst_s, *pads)
     except Exception as e:  # noqa: BLE001 - a JAX/XLA refusal of our program: XLA's is used
         if force == "ours":
             raise ExecutorError(f"reshard: our program for {src} -> {dst} does not compile: {e}") from None
         return _Program(ReshardInfo("xla", f"our program did not compile here ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200]})", **base), xla)
-    t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s)
+    try:
+        t_xla, c_xla = _compiled_temp(xla, shape, dtype, src_s, dst_s, *pads)
+    except Exception as e:  # noqa: BLE001 - XLA's own program does not compile here (e.g. out of HBM)
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        return _Program(ReshardInfo("ours", f"XLA's reshard does not compile here ({first}); ours does "
+                                    f"(temp {t_ours} B)", temp_bytes_ours=t_ours, **base), ours)
     m_ours = m_xla = None
     if cost is not None:
         from executor.hlo import hlo_to_schedule
@@ -415,9 +476,13 @@ def reshard(x, sharding, *, mesh=None, src=None, planner: str = "auto", hardware
     fit the array or the mesh."""
     import jax
 
+    if mesh is None and not isinstance(x, jax.core.Tracer) and hasattr(getattr(x, "sharding", None), "mesh") \
+            and not hasattr(sharding, "mesh"):
+        mesh = x.sharding.mesh  # reshard(x, P(...)) on x's own mesh
     prog, _ = _prepare(x, sharding, mesh, src, None, planner, hardware, budget_ms, fallback)
     info = prog.info
-    if warn and info.strategy == "xla" and fallback == "auto":
+    if warn and info.strategy == "xla" and fallback == "auto" and prog not in _WARNED:
+        _WARNED.add(prog)  # once per distinct reshard (the decision is cached)
         log.warning("reshard %s -> %s: XLA's reshard used (%s)", info.src, info.dst, info.reason)
     if isinstance(x, jax.core.Tracer):
         y = prog.fn(x)
@@ -439,6 +504,9 @@ def _check_even(shape, info):
         raise ExecutorError(f"reshard: the target {info.dst} does not divide evenly on {info.mesh}, and a "
                             "jax.Array outside jit cannot hold an uneven sharding (JAX 0.10.2); call reshard "
                             "inside jax.jit, where the padding stays internal")
+
+
+_WARNED: set = set()
 
 
 @functools.lru_cache(maxsize=256)

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from experiments.case import ExperimentError
+from synth.errors import RedistributionError
 
 SUITES = ("transformer", "xla-issues", "pending-sums")
 
@@ -46,6 +48,7 @@ class Row:
     exact: bool | None = None
     skipped: str = ""
     scaled: bool = False
+    xla_oom: bool = False
 
     @property
     def ok(self) -> bool:
@@ -75,50 +78,70 @@ def _shrink(t, mesh, itemsize, max_bytes):
     return ArrayType.from_spec(tuple(shape), spec, t.unreduced).check(mesh), scaled
 
 
-def _step_fns(jm, src, dst, mesh, use_ours):
-    """The jitted step (see the module docstring) and the physical input layout."""
+def step_program(jm, src, dst, mesh, use_ours, hardware=None):
+    """``(step, input shape, input PartitionSpec)``: the jitted step of the module docstring
+    around ``executor.reshard`` (``use_ours``) or XLA's reshard, for types on the work mesh.
+
+    * even types: the input arrives in the source sharding;
+    * uneven types: JAX holds no uneven array outside jit, so the input is the padded
+      physical array (whole shards, as GSPMD holds them), cut to the logical shape and
+      constrained to the source inside the step; an uneven result is padded back and leaves
+      in the target sharding (a jit output would otherwise be gathered);
+    * pending sums (Explicit axes): the input is the stacked parts (one per device of each
+      unreduced group), turned into JAX's unreduced array by a ``shard_map``; a result with
+      pending sums goes back to stacked parts the same way.
+
+    Everything but the reshard itself is the same in both programs."""
     import jax
+    import jax.numpy as jnp
+    from jax import lax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     from executor import reshard
     from executor.run import Layout
 
-    s_spec, d_spec = P(*src.to_spec()[1]), P(*dst.to_spec()[1])
+    s_parts, d_parts = src.to_spec()[1], dst.to_spec()[1]
+    s_spec, d_spec = P(*s_parts), P(*d_parts)
     if src.unreduced:
         su, du = tuple(src.unreduced), tuple(dst.unreduced)
-        s_red = P(*src.to_spec()[1], unreduced=frozenset(su))
-        d_red = P(*dst.to_spec()[1], unreduced=frozenset(du)) if du else d_spec
-        to_unreduced = jax.shard_map(lambda b: b[0], mesh=jm, in_specs=P(su, *src.to_spec()[1]),
-                                     out_specs=s_red, check_vma=False)
-        back = (jax.shard_map(lambda b: b[None], mesh=jm, in_specs=d_red, out_specs=P(du, *dst.to_spec()[1]),
+        s_red = P(*s_parts, unreduced=frozenset(su))
+        d_red = P(*d_parts, unreduced=frozenset(du)) if du else d_spec
+        to_unreduced = jax.shard_map(lambda b: b[0], mesh=jm, in_specs=P(su, *s_parts), out_specs=s_red,
+                                     check_vma=False)
+        back = (jax.shard_map(lambda b: b[None], mesh=jm, in_specs=d_red, out_specs=P(du, *d_parts),
                               check_vma=False) if du else (lambda y: y))
 
         def step(parts):
             x = to_unreduced(parts)
-            y = reshard(x, d_red, warn=False) if use_ours else jax.sharding.reshard(x, NamedSharding(jm, d_red))
+            y = reshard(x, d_red, warn=False, hardware=hardware) if use_ours else jax.sharding.reshard(x, NamedSharding(jm, d_red))
             return back(y)
 
-        return step, Layout(src, mesh)
-    even = src.is_even(mesh)
+        return step, Layout(src, mesh).shape, P(su, *s_parts)
+    shape = src.shape
+    s_lay, d_lay = Layout(src, mesh), Layout(dst, mesh)
 
     def step(a):
-        x = jax.lax.with_sharding_constraint(a, NamedSharding(jm, s_spec)) if not even else a
+        if not s_lay.plain:
+            a = jax.lax.with_sharding_constraint(lax.slice(a, (0,) * len(shape), shape), NamedSharding(jm, s_spec))
         if use_ours:
-            return reshard(x, d_spec, mesh=jm, src=s_spec, warn=False)
-        return jax.lax.with_sharding_constraint(x, NamedSharding(jm, d_spec))
+            y = reshard(a, d_spec, mesh=jm, src=s_spec, warn=False, hardware=hardware)
+        else:
+            y = jax.lax.with_sharding_constraint(a, NamedSharding(jm, d_spec))
+        if not d_lay.plain:
+            y = jax.lax.with_sharding_constraint(jnp.pad(y, [(0, p - n) for p, n in zip(d_lay.shape, shape)]),
+                                                 NamedSharding(jm, d_spec))
+        return y
 
-    return step, None
+    return step, s_lay.shape, s_spec
 
 
-def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
+def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of, hardware=None) -> Row:
     import jax
     import jax.numpy as jnp
     from jax.sharding import AxisType, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from executor.hlo import hlo_to_schedule
-    from executor.lowering import jax_axes
     from executor.run import check_output, make_input, physical_input
     from synth.mesh import Mesh
     from synth.types import parse_type
@@ -145,15 +168,13 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
     row.shape = src.shape
     dtype = jnp.dtype(case.dtype)
     kind = AxisType.Explicit if src.unreduced else AxisType.Auto
-    jm = jm_for(mesh, kind)
-    step_ours, lay = _step_fns(jm, src, dst, mesh, True)
-    step_xla, _ = _step_fns(jm, src, dst, mesh, False)
-    if src.unreduced:
-        in_shape, in_spec = lay.shape, P(jax_axes(src.unreduced), *src.to_spec()[1])
-    elif src.is_even(mesh):
-        in_shape, in_spec = src.shape, P(*src.to_spec()[1])
-    else:  # JAX holds no uneven array outside jit: the input arrives replicated
-        in_shape, in_spec = src.shape, P()
+    try:
+        jm = jm_for(mesh, kind)
+    except RedistributionError as e:  # e.g. a mesh that does not fill the TPU slice
+        row.skipped = str(e).splitlines()[0][:120]
+        return row
+    step_ours, in_shape, in_spec = step_program(jm, src, dst, mesh, True, hardware)
+    step_xla, _, _ = step_program(jm, src, dst, mesh, False)
     sds = jax.ShapeDtypeStruct(in_shape, dtype, sharding=NamedSharding(jm, in_spec))
     ctx = jax.set_mesh(jm)
     with ctx:
@@ -163,29 +184,49 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of) -> Row:
             with capture_fd2() as cap:
                 c_xla = jax.jit(step_xla).lower(sds).compile()
             row.temp_xla = int(c_xla.memory_analysis().temp_size_in_bytes)
-            sched = hlo_to_schedule(c_xla.as_text(), num_devices=mesh.size,
-                                    global_bytes=math.prod(src.shape) * itemsize, log=cap["text"])
-            row.xla_remat = bool(sched.meta.get("full_remat"))
+            row.xla_remat = full_remat(c_xla.as_text(), cap["text"], src, dst, mesh)
         except Exception as e:  # noqa: BLE001 - XLA/JAX refusing its own reshard: the row says so
-            row.skipped = f"XLA's reshard does not compile: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-            return row
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            oom = re.search(r"HLO temporaries \(([0-9.]+)([KMGT])\)", msg)
+            if not oom:
+                row.skipped = f"XLA's reshard does not compile: {type(e).__name__}: {msg[:120]}"
+                return row
+            # XLA's program does not fit the chip: its temporaries as the compiler reports them
+            row.temp_xla = int(float(oom.group(1)) * 1024 ** " KMGT".index(oom.group(2)))
+            row.xla_remat = True
+            row.xla_oom = True
         from executor.resharding import reshard_info
 
         info = reshard_info(src.shape, P(*dst.to_spec()[1], unreduced=frozenset(dst.unreduced)), mesh=jm,
-                            src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=dtype)
+                            src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=dtype,
+                            hardware=hardware)
         row.strategy = info.strategy
         c_ours = jax.jit(step_ours).lower(sds).compile()
         row.temp_ours = int(c_ours.memory_analysis().temp_size_in_bytes)
         if run:
             x = make_input(src, case.dtype if case.dtype != "float8" else "int8", seed=7)
-            phys = physical_input(x, src, mesh, seed=7) if src.unreduced else x
-            xs = jax.device_put(phys, NamedSharding(jm, in_spec))
-            out = c_ours(xs)
-            if dst.is_even(mesh):  # shard by shard against the target sharding (partial sums summed)
-                row.exact = check_output(out, x, dst, mesh, jm) is None
-            else:  # JAX returns an uneven array gathered: its values, bit for bit
-                row.exact = bool(np.array_equal(np.asarray(out).view(np.uint8), np.asarray(x).view(np.uint8)))
+            xs = jax.device_put(physical_input(x, src, mesh, seed=7), NamedSharding(jm, in_spec))
+            row.exact = check_output(c_ours(xs), x, dst, mesh, jm) is None  # shard by shard, padding ignored
     return row
+
+
+def full_remat(text: str, log: str, src, dst, mesh) -> bool:
+    """Whether XLA replicated the whole array on the way: its log says "Involuntary full
+    rematerialization", or a collective's result holds as many elements as the whole array
+    while neither end is replicated. Counted in elements, not bytes: the CPU backend runs
+    bfloat16 collectives in float32, so a byte count would flag a half-array gather."""
+    from executor.hlo import REMAT_LOG, _base_opcode, parse_module, shape_arrays
+
+    if REMAT_LOG in log:
+        return True
+    whole = math.prod(src.shape)
+    if max(math.prod(src.local_shape(mesh)), math.prod(dst.local_shape(mesh))) >= whole:
+        return False
+    for comp in parse_module(text).values():
+        for ins in comp.instrs:
+            if _base_opcode(ins.opcode) and any(math.prod(d) >= whole for _, d in shape_arrays(ins.shape)):
+                return True
+    return False
 
 
 def _cpu_mesh(devs):
@@ -242,7 +283,7 @@ def run_bench(suites, max_mib, target=None, names=None, progress=True):
         for c in load_suite(s):
             if names and c.name not in names:
                 continue
-            r = bench_case(c, make, int(max_mib * 2**20), run=target is None, itemsize_of=itemsize_of)
+            r = bench_case(c, make, int(max_mib * 2**20), run=target is None, itemsize_of=itemsize_of, hardware=target)
             if progress:
                 print(f"  {s}/{c.name}: {r.skipped or r.strategy}", file=sys.stderr, flush=True)
             rows.append(r)
@@ -265,7 +306,7 @@ def table(rows, target=None) -> str:
             continue
         ex = "-" if r.exact is None else ("yes" if r.exact else "NO")
         out.append(f"| {r.suite} | {r.name} | {r.shape}{' (scaled)' if r.scaled else ''} | {r.strategy} | "
-                   f"{_mib(r.temp_ours)} | {_mib(r.temp_xla)} | {'yes' if r.xla_remat else 'no'} | {ex} | "
+                   f"{_mib(r.temp_ours)} | {_mib(r.temp_xla)}{' (does not fit: OOM)' if r.xla_oom else ''} | {'yes' if r.xla_remat else 'no'} | {ex} | "
                    f"{'yes' if r.ok else 'NO'} |")
     remat = [r for r in done if r.xla_remat]
     out.append(f"cases: {len(done)} measured, {len(rows) - len(done)} skipped; temp <= XLA's: "

@@ -5,6 +5,7 @@
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
+    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from synth.errors import RedistributionError
 from synth.limits import int_arg
@@ -62,7 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int_arg(0), default=0)
     a.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_peers_parser(sub)
     return p
+
+
+def _add_peers_parser(sub):
+    from synth.peers import SUITES
+
+    pe = sub.add_parser("peers", help="our planner on the peers' own cases (Shardy, DTensor)",
+                        description="Run the planner on every case of the peers' suites (Shardy's "
+                        "reshard-to-collectives tests, DTensor's planner) and count where we dominate "
+                        "or are dominated; every plan is checked element by element.")
+    pe.add_argument("--suite", default=",".join(SUITES),
+                    help="comma-separated suites (default: %(default)s)")
+    pe.add_argument("--planner", default="auto", choices=_planners(), help="planner (default: auto)")
+    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    pe.add_argument("--json", action="store_true", help="print one JSON document (with every case)")
 
 
 def _planners():
@@ -76,6 +93,10 @@ def _other_mesh(src_mesh: str, dst_mesh: str) -> bool:
     from synth.mesh import Mesh
 
     return Mesh.parse(src_mesh) != Mesh.parse(dst_mesh)
+
+
+def _progress(suite: str, done: int, total: int) -> None:
+    print(f"\r  {suite}: {done}/{total} cases", end="", file=sys.stderr, flush=True)
 
 
 def budget_ms_arg(text: str) -> float:
@@ -150,6 +171,18 @@ def main(argv=None) -> int:
                       f"  optimal yet costlier than normal   {res['optimal_costlier_than_normal']}   (target 0)")
                 for ex in res["examples"]:
                     print(f"  counterexample: {ex}")
+        elif args.cmd == "peers":
+            from synth.peers import SUITES, format_report, run_peers
+
+            suites = [x.strip() for x in args.suite.split(",") if x.strip()]
+            bad = [x for x in suites if x not in SUITES]
+            if bad or not suites:
+                raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
+            kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
+            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None, **kw)
+            if sys.stderr.isatty():
+                print(file=sys.stderr)
+            print(json.dumps(res) if args.json else format_report(res))
         return 0
     except RedistributionError as e:
         return report_error(e, argv)

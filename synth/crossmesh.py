@@ -362,8 +362,31 @@ class CrossPlan:
             post = self.post.max_shard_bytes if d in inb else 0
             out[d] = {"src_shard_bytes": src_b, "dst_shard_bytes": dst_b, "pre_bytes": pre,
                       "transfer_bytes": xfer, "post_bytes": post,
-                      "peak_bytes": max(pre, xfer, post), "own_bound_bytes": max(src_b, dst_b)}
+                      "peak_bytes": max(pre, xfer, post), "own_bound_bytes": max(src_b, dst_b),
+                      "live_bytes": self._live(d, d in ina, d in inb, s_a, m_a, m_b, s_b, biggest, shared)}
         return out
+
+    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, biggest, shared) -> int:
+        """Bytes live on ``d`` when the caller keeps the source (as ``jax.device_put``'s caller
+        does) and each phase runs as one program (its input and output live together):
+        what :mod:`executor.crossmesh` allocates, against ``jax.device_put``'s source + target."""
+        pre_steps = len(self.pre.device_steps())
+        post_steps = len(self.post.device_steps())
+        held = s_a if in_a else 0
+        pre = 0
+        if in_a and pre_steps:
+            pre = self.pre.peak_live_bytes + (s_a if pre_steps > 1 else 0)
+        hold_a = (m_a if pre_steps else 0) if in_a else 0
+        send = max((p.nbytes for p in self.transfer.remote if p.src == d and p.nbytes < m_a), default=0)
+        mine = [p.nbytes for p in self.transfer.pieces if p.dst == d]
+        assembled = len(mine) > 1 or bool(self.transfer.mid_b.unreduced)  # a zero block, pieces written in
+        xfer_b = 0 if d in shared else ((m_b + (max(mine, default=0) if assembled else 0)) if in_b else 0)
+        xfer = held + hold_a + send + xfer_b
+        post = 0
+        if in_b:
+            post = held + (self.post.peak_live_bytes + (m_b if post_steps > 1 else 0) if post_steps else
+                           (0 if d in shared else s_b))
+        return int(max(held + pre, xfer, post))
 
     @property
     def staging_bytes(self) -> int:
@@ -376,6 +399,10 @@ class CrossPlan:
     @property
     def peak_bytes_max_device(self) -> int:
         return max(m["peak_bytes"] for m in self.device_memory.values())
+
+    @property
+    def live_bytes_max_device(self) -> int:
+        return max(m["live_bytes"] for m in self.device_memory.values())
 
     @property
     def bound_bytes(self) -> int:
@@ -406,6 +433,7 @@ class CrossPlan:
         return {
             "peak_bytes_max_device": int(self.peak_bytes_max_device),
             "staging_bytes": int(self.staging_bytes),
+            "live_bytes_max_device": int(self.live_bytes_max_device),
             "bound_bytes": int(self.bound_bytes),
             "bound_holds": bool(self.bound_holds),
             "recv_bytes_max_device": int(self.recv_bytes_max_device()),
@@ -530,13 +558,15 @@ def check_meshes(src_mesh: Mesh, dst_mesh: Mesh, num_devices: int | None = None)
 
 def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: str = "auto",
                    staging_cap_bytes: int | None = None, mode: str | None = None,
-                   num_devices: int | None = None, cost=None) -> CrossPlan:
+                   num_devices: int | None = None, cost=None, objective: str = "traffic") -> CrossPlan:
     """Plan ``src`` on ``src_mesh`` to ``dst`` on ``dst_mesh`` (see the module docstring).
 
     ``planner`` plans the phases on A and on B (``synth.synthesize``). ``mode`` forces
     ``mid_b`` (``"broadcast"`` or ``"direct"``); by default both, each with ``mid_a``
     spread and not, are built (at most four candidates) and the one that wins
-    :func:`_default_key` is returned, or, with ``cost(crossplan) -> seconds``, the fastest. ``staging_cap_bytes`` refuses a plan that needs more staging."""
+    :func:`_default_key` is returned (``objective="memory"``: the fewest bytes live on the
+    busiest device first, :func:`_memory_key`), or, with ``cost(crossplan) -> seconds``,
+    the fastest. ``staging_cap_bytes`` refuses a plan that needs more staging."""
     from synth.planners import synthesize
 
     A, B = Mesh.of(src_mesh), Mesh.of(dst_mesh)
@@ -546,6 +576,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     if src.shape != dst.shape:
         raise PlanError(f"plan_crossmesh: the target {dst} cannot be reached from the source {src}: their "
                         f"global shapes {src.shape} and {dst.shape} differ; a redistribution keeps the array")
+    if objective not in ("traffic", "memory"):
+        raise RedistributionError(f"plan_crossmesh: objective must be 'traffic' or 'memory', got {objective!r}")
     if mode is not None and mode not in MID_B_MODES:
         raise RedistributionError(f"plan_crossmesh: mode must be one of {list(MID_B_MODES)}, got {mode!r}")
     plain_b = ArrayType(dst.dims)
@@ -569,7 +601,7 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     if cost is not None:
         best = min(cands, key=lambda p: (cost(p), MID_B_MODES.index(p.mode)))
     else:
-        best = min(cands, key=_default_key)
+        best = min(cands, key=_memory_key if objective == "memory" else _default_key)
     if staging_cap_bytes is not None:
         need = best.staging_bytes
         if best.transfer.largest_piece_bytes > staging_cap_bytes or need > staging_cap_bytes:
@@ -586,6 +618,11 @@ def _default_key(p: CrossPlan):
     m = p.metrics()
     return (m["recv_bytes_max_device"], m["transfer_send_bytes_max_device"], m["staging_bytes"],
             m["num_collectives"], MID_B_MODES.index(p.mode))
+
+
+def _memory_key(p: CrossPlan):
+    """The fewest bytes live on the busiest device (:meth:`CrossPlan._live`), then traffic."""
+    return (p.live_bytes_max_device,) + _default_key(p)
 
 
 # -- the receive bound -------------------------------------------------------------------------

@@ -3,6 +3,7 @@ larger than XLA's with_sharding_constraint (strictly smaller where XLA remateria
 
 import importlib.util
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -42,42 +43,40 @@ def _temp(fn, *args):
     return int(jax.jit(fn).lower(*args).compile().memory_analysis().temp_size_in_bytes)
 
 
-# the xla-issues case jax-21562-4x2 and a vocab-style uneven case, inside a larger jitted function
-CASES = [("x=4,y=2", "[16{y}, 16, 16{x}]", "[16, 16{x,y}, 16]"),
-         ("x=4,y=2", "[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]"),
-         ("x=2,y=4", "[8{x}, 4096, 256{y}]", "[8{x}, 4096{y}, 256]"),
-         ("x=8", "[50258, 64{x}]", "[50258{x}, 64]")]
+# (mesh, src, dst, XLA rematerializes): the xla-issues case jax-21562-4x2 and its layout on an
+# activation, a transpose-like swap, vocab-style uneven dims on either side, and pending sums
+CASES = [("x=4,y=2", "[16{y}, 16, 16{x}]", "[16, 16{x,y}, 16]", True),
+         ("x=4,y=2", "[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]", True),
+         ("x=2,y=4", "[8{x}, 4096, 256{y}]", "[8{x}, 4096{y}, 256]", False),
+         ("x=8", "[50258, 64{x}]", "[50258{x}, 64]", False),
+         ("x=8", "[64, 50257{x}]", "[64{x}, 50257]", False),
+         ("dp=2,tp=4", "[8{dp}, 256, 128]{U:tp}", "[8{dp}, 256{tp}, 128]", False),
+         ("dp=2,tp=4", "[256{tp}, 128]{U:dp}", "[256, 128{tp}]{U:dp}", False)]
 
 
-@pytest.mark.parametrize("mesh_s,src_s,dst_s", CASES)
-def test_reshard_in_jit_bit_exact_and_no_more_temp(devs, mesh_s, src_s, dst_s):
+@pytest.mark.parametrize("mesh_s,src_s,dst_s,remat", CASES)
+def test_reshard_in_jit_bit_exact_and_no_more_temp(devs, mesh_s, src_s, dst_s, remat):
+    from executor.run import physical_input
+    from experiments.reshard_bench import full_remat, step_program
+
     mesh = Mesh.of(mesh_s)
-    src, dst = parse_type(src_s), parse_type(dst_s)
-    jm = _mesh(devs, mesh.sizes, mesh.names)
-    sspec, dspec = P(*src.to_spec()[1]), P(*dst.to_spec()[1])
+    src = parse_type(src_s).check(mesh)
+    dst = parse_type(dst_s, src.shape).check(mesh)
+    jm = _mesh(devs, mesh.sizes, mesh.names, AxisType.Explicit if src.unreduced else AxisType.Auto)
+    ours, in_shape, in_spec = step_program(jm, src, dst, mesh, True)
+    xlas, _, _ = step_program(jm, src, dst, mesh, False)
     x = make_input(src, "float32", seed=3)
-    xs = jax.device_put(x, NamedSharding(jm, sspec)) if src.is_even(mesh) else x
-
-    def ours(a):
-        return reshard(a, dspec, mesh=jm, src=sspec)
-
-    def xlas(a):
-        return jax.lax.with_sharding_constraint(a, NamedSharding(jm, dspec))
-
-    def wrap(f):  # the reshard inside a larger step: placed input, work on both sides
-        def step(a):
-            a = jax.lax.with_sharding_constraint(a * 1.0, NamedSharding(jm, sspec))
-            return f(a)[::1] * 1.0
-        return step
-
-    got = jax.jit(wrap(ours))(xs)
-    assert np.array_equal(np.asarray(got).view(np.uint32), x.view(np.uint32))
-    sds = jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(jm, sspec if src.is_even(mesh) else P()))
-    t_ours, t_xla = _temp(wrap(ours), sds), _temp(wrap(xlas), sds)
-    info = reshard_info(sds, dspec, mesh=jm, src=sspec)
-    assert t_ours <= t_xla, (info, t_ours, t_xla)
-    if info.strategy == "ours":
-        assert info.plan is not None and info.bound_bytes == 4 * max(np.prod(src.local_shape(mesh)), np.prod(dst.local_shape(mesh)))
+    xs = jax.device_put(physical_input(x, src, mesh, seed=3), NamedSharding(jm, in_spec))
+    with jax.set_mesh(jm):
+        c_ours, c_xla = jax.jit(ours).lower(xs).compile(), jax.jit(xlas).lower(xs).compile()
+        assert check_output(c_ours(xs), x, dst, mesh, jm) is None  # shard by shard, bit for bit
+        assert check_output(c_xla(xs), x, dst, mesh, jm) is None
+    t_ours = c_ours.memory_analysis().temp_size_in_bytes
+    t_xla = c_xla.memory_analysis().temp_size_in_bytes
+    assert full_remat(c_xla.as_text(), "", src, dst, mesh) == remat
+    assert t_ours <= t_xla
+    if remat:
+        assert t_ours < t_xla, (t_ours, t_xla)
 
 
 def test_reshard_eager_gives_target_sharding_shard_by_shard(devs):
@@ -143,6 +142,17 @@ def test_bad_sharding_raises_project_error(devs):
         reshard(x, P("x"))
     with pytest.raises(ExecutorError, match="fallback"):
         reshard(x, P("x"), mesh=jm, fallback="maybe")
+    with pytest.raises(ExecutorError, match="once"):
+        reshard(x, P("x", "x"), mesh=jm)
+    with pytest.raises(ExecutorError, match="8 devices"):
+        reshard(x, P("x"), mesh=jm, hardware="cpu-host:4")
+    ex = _mesh(devs, (4, 2), ("x", "y"), AxisType.Explicit)
+    with pytest.raises(ExecutorError, match="Explicit"):
+        reshard_info((10, 16), P("x"), mesh=ex, src=P(None, "x"), dtype=jnp.float32)
+    other = _mesh(devs, (2, 4), ("x", "y"))
+    xs = jax.device_put(np.zeros((16, 16), np.float32), NamedSharding(other, P("x")))
+    with pytest.raises(ExecutorError, match="another mesh|different meshes"):
+        reshard(xs, NamedSharding(jm, P("y")))
 
 
 def test_unknown_source_in_jit_falls_back_and_says_so(devs, caplog):
@@ -152,3 +162,27 @@ def test_unknown_source_in_jit_falls_back_and_says_so(devs, caplog):
         y = jax.jit(lambda a: reshard(a * 1, P(None, "x"), mesh=jm))(x)
     assert np.array_equal(np.asarray(y), np.asarray(x))
     assert "src=" in caplog.text
+
+
+# -- how JAX starts: never the TPU platform on a machine without a TPU ------------------------
+@pytest.mark.parametrize("files,plugins,want", [
+    ((), (), "cpu"),
+    (("/dev/nvidia0",), ("cuda",), "cuda,cpu"),
+    (("/dev/nvidia0",), (), "cpu"),  # a GPU without JAX's plugin: CPU, and libtpu stays quiet
+    (("/dev/kfd", "/dev/nvidia0"), ("rocm", "cuda"), "cuda,rocm,cpu"),
+    (("/dev/accel0",), (), None),  # a TPU VM: JAX's own choice
+])
+def test_platforms_for_machine(monkeypatch, files, plugins, want):
+    import fnmatch
+
+    from executor import _jaxsetup
+
+    monkeypatch.setattr(_jaxsetup.glob, "glob", lambda pat: [f for f in files if fnmatch.fnmatch(f, pat)])
+    monkeypatch.setattr(_jaxsetup, "_has_plugin", lambda kind: kind in plugins)
+    monkeypatch.setattr(_jaxsetup, "_backend_started", lambda: True)  # leave this session's JAX alone
+    assert _jaxsetup.platforms_for_machine() == want
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    assert _jaxsetup.default_platforms() == want
+    assert os.environ.get("JAX_PLATFORMS") == want
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the user's choice always wins
+    assert _jaxsetup.default_platforms() == "cpu"

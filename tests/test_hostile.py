@@ -216,7 +216,8 @@ for k, v, cls in (("unknown", "nope", "syntax"), ("empty", "", "syntax"), ("10^3
                   ("cpu", "cpu-host:8", "syntax")):
     case(f"exec-xla-schedule-target-{k}", cls, "executor", XS + ["--target", v])
 case("exec-xla-schedule-memory", "caps", "executor",
-     ["xla-schedule", "--mesh", "x=8", "--src", "[8{x}, 4294967296]", "--dst", "[8, 4294967296{x}]"], "error",
+     ["xla-schedule", "--check", "--mesh", "x=8", "--src", "[8{x}, 4294967296]", "--dst", "[8, 4294967296{x}]"],
+     "error",
      "memory")
 case("exec-xla-schedule-placement-no-target", "syntax", "executor", XS + ["--placement", "x=X"])
 case("exec-compare-memory", "caps", "executor",
