@@ -600,6 +600,11 @@ for _k in ("link", "fifo"):
           "error", _m, post=_unchanged(f"w-codegen-{_k}.txt") if _k == "link" else None)
 case3("sim-chrome-trace-empty", "run-folder", "simulator", SMALL_RUN + ["--chrome-trace", ""], "error", "empty")
 
+for _k, _m in (("fifo", "pipe"), ("sparse3g", "limit"), ("devzero-link", "not a regular file"),
+               ("folder-yaml", "folder")):
+    case3(f"exp-run-config-{_k}", "run-folder", "experiments", ["run", f"{{tmp}}/cfg3-{_k}.yaml", "--out", "{tmp}/o-c3"],
+          "error", _m)
+
 # ---- Ray addresses (every attempt has a deadline; host names checked first) ----
 RAY_ADDR = {"host300": "a" * 300 + ":6379", "label64": "a" * 64 + ".example:6379", "unicode": "héad:6379",
             "port0": "127.0.0.1:0", "port99999": "127.0.0.1:99999", "port-abc": "127.0.0.1:abc",
@@ -717,6 +722,17 @@ SUB = [
     ("sub-exp-config-yaml", ["experiments", "run", "{tmp}/cfg-yaml-unclosed.yaml", "--out", "{tmp}/o"], "error"),
     ("sub-exp-limit-neg", ["experiments", "run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/o", "--limit", "-1"], "error"),
     ("sub-exp-config-nonutf8", ["experiments", "run", "{tmp}/nonutf8.yaml", "--out", "{tmp}/o"], "error"),
+    # round three (issue 22)
+    ("sub-sim-profile-bus-zero", ["simulator", "run", *_profile_run("{tmp}/prof-bus_bandwidth_Bps-zero.yaml:8", 8)],
+     "error"),
+    ("sub-sim-schedule-ops-86mb", ["simulator", "run", "--hardware", "cpu-host:2", "--schedule",
+                                   "{tmp}/s3-ops-86mb.json"], "error"),
+    ("sub-exp-run-rows-fifo", ["experiments", "run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/rf-rows.jsonl-fifo"],
+     "error"),
+    ("sub-exp-run-lock-link", ["experiments", "run", "{tmp}/cfg-ok.yaml", "--out", "{tmp}/rf-lock-link"], "error"),
+    ("sub-synth-plan-json-error", ["synth", "plan", "--src", "[8{q}]", "--json"], "error"),
+    ("sub-synth-plan-pspec-ok", ["synth", "plan", "--mesh", "x=8", "--src", "P('x')", "--shape", "64", "--dst",
+                                 "P()", "--dtype", "bfloat16", "--json"], "ok"),
     ("sub-synth-plan-ok", ["synth", "plan", "--json"], "ok"),
     ("sub-sim-run-ok", ["simulator", "run", "--hardware", "cpu-host:8", "--mesh", "x=8", "--src", "[64{x}]",
                         "--dst", "[64]", "--json"], "ok"),
@@ -912,6 +928,10 @@ def make_files3(tmp: Path) -> None:
     for w in ("trace", "chrome", "codegen"):
         _link(_outside(tmp, f"w-{w}-link.txt"), tmp / f"w-{w}-link")
         _fifo(tmp / f"w-{w}-fifo")
+    _fifo(tmp / "cfg3-fifo.yaml")
+    _sparse(tmp / "cfg3-sparse3g.yaml")
+    _link("/dev/zero", tmp / "cfg3-devzero-link.yaml")
+    (tmp / "cfg3-folder-yaml.yaml").mkdir(exist_ok=True)
     # the app's results root: links and a FIFO inside it
     root = tmp / "approot"
     (root / "r-link").mkdir(parents=True, exist_ok=True)
@@ -1356,7 +1376,7 @@ if pytest is not None and __name__ != "__main__":
 
     def test_corpus_size_and_memory(corpus):
         n = len(corpus["results"]) + len(SUB)
-        assert n >= 300, n
+        assert n >= 700, n  # issue 22: every surface of round three
         assert corpus["peak_rss_bytes"] < MEMORY_LIMIT_BYTES, summary(corpus)
         hangs = [k for k, r in corpus["results"].items() if r["why"].startswith("hang")]
         assert not hangs, hangs
