@@ -79,9 +79,10 @@ _OPTIONAL = {
     "ramp_size_exponent": (float, 1.0),   # ramp = 1 / (1 + (h / S) ** exponent); 1 = S / (S + h)
     "pair_efficiency": (float, 0.0),      # link efficiency of a 2-rank group (0 = link_efficiency)
     "a2a_efficiency": (float, 0.0),       # achieved / line rate of an all-to-all's sends (0 = link_efficiency)
-    "a2a_ramps": (int, 0),
+    "a2a_ramps": (int, 0),                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "a2a_latency_s": (float, 0.0),        # fixed latency of an all-to-all's grouped sends (0 = Simple's)
     "nvls_tree_busbw_2node_Bps": (float, 0.0),  # NCCL's NVLS-tree bus bandwidth cap over 2 nodes (0 = none)
-    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes
     "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
     "ll_base_latency_s": (float, 0.0),    # NCCL protocol LL / LL128 / Simple: fixed latency ...
     "ll128_base_latency_s": (float, 0.0),
@@ -148,6 +149,7 @@ class HardwareProfile:
     pair_efficiency: float = 0.0
     a2a_efficiency: float = 0.0
     a2a_ramps: int = 0
+    a2a_latency_s: float = 0.0
     nvls_tree_busbw_2node_Bps: float = 0.0
     nvls_tree_busbw_Bps: float = 0.0
     reduce_bandwidth_Bps: float = 0.0
