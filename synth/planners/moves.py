@@ -647,7 +647,7 @@ def _gather_moves(sp: Space, state, full):
     dims, U = state
     for i, ax in enumerate(dims):
         seen = set()
-        for X, rest, n, direct in _dim_moves(sp, i, ax, full, False):
+        for X, rest, _n, _direct in _dim_moves(sp, i, ax, full, False):
             key = frozenset(X)
             if key in seen:  # a gather removes the same axes whatever their order
                 continue
@@ -766,7 +766,7 @@ def _multi_gather_moves(sp: Space, state, full):
         for group in itertools.combinations(opts, r):
             for combo in itertools.product(*group):
                 d2 = list(dims)
-                for i, X, rest in combo:
+                for i, _X, rest in combo:
                     d2[i] = rest
                 yield (("multi_all_gather", tuple((i, X) for i, X, _ in combo)),), (tuple(d2), U)
                 count += 1
@@ -806,7 +806,7 @@ def _s2u_moves(sp: Space, state, full):
     pending sums (each device zero-fills the rest of the unsplit dim)."""
     dims, U = state
     for i, ax in enumerate(dims):
-        for X, rest, n, direct in _dim_moves(sp, i, ax, True, False):
+        for X, rest, _n, direct in _dim_moves(sp, i, ax, True, False):
             if direct:
                 yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
                                                             tuple(sorted(U + X)))
