@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from synth.errors import RedistributionError
@@ -192,11 +193,10 @@ def _signature(p, src_mesh, src_t, dst_mesh, dst_t, itemsize):
 def plan_sync(cfg: dict, progress=None) -> SyncResult:
     """Plan and cost the whole-model sync of ``cfg`` (a validated config, see
     :mod:`experiments.weightsync.config`)."""
+    from experiments.weightsync.params import model_params
     from models.crossmesh import cut_bound_terms
     from models.profiles import load_profile
     from synth.crossmesh import check_meshes, plan_crossmesh
-
-    from experiments.weightsync.params import model_params
 
     t0, c0 = time.perf_counter(), time.process_time()
     machine = load_profile(cfg["machine"])
@@ -285,7 +285,7 @@ def _array_plan(name, plan, costs) -> ArrayPlan:
     load, lat = costs.loads(_pairs(plan))
     mem = plan.device_memory
     stage = 0
-    for d, m in mem.items():
+    for m in mem.values():
         # what the transfer holds beyond the resident weights: the receive buffer (mid_b) when a
         # collective on B follows, the piece in flight, the cast / slice copy on A
         stage = max(stage, max(0, m["transfer_bytes"] - m["dst_shard_bytes"]) if m["dst_shard_bytes"] else
@@ -388,7 +388,7 @@ def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
     out["device_put"] = {"time_s": t_dp}
     # bucketed broadcast: full tensors in buckets of the cap, owners rotating over A
     a_ids = arrays[0][1].plan.src_mesh.device_ids
-    stages, cur, size, g_cur, k = [], 0.0, 0, 0.0, 0
+    stages, size, g_cur, k = [], 0, 0.0, 0
     for p, ap in arrays:
         full = p.elems * itemsize
         if size and size + full > cap:
