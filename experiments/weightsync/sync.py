@@ -108,19 +108,22 @@ class Costs:
         load = np.zeros(len(self.topo.links))
         lat = 0.0
         idx, w = [], []
+        routes, lats = self._routes, self._lat
         for (a, b), n in pair_bytes.items():
             if a == b or n <= 0:
                 continue
-            r = self._routes.get((a, b))
+            r = routes.get((a, b))
             if r is None:
-                r = self._routes[(a, b)] = np.asarray(self.topo.route(a, b), dtype=np.int64)
-                self._lat[(a, b)] = float(self.topo.latency[r].sum()) if len(r) else 0.0
+                r = routes[(a, b)] = np.asarray(self.topo.route(a, b), dtype=np.int64)
+                lats[(a, b)] = float(self.topo.latency[r].sum()) if len(r) else 0.0
             if len(r):
                 idx.append(r)
-                w.append(np.full(len(r), float(n)))
-                lat = max(lat, self._lat[(a, b)])
+                w.append(n)
+                if lats[(a, b)] > lat:
+                    lat = lats[(a, b)]
         if idx:
-            np.add.at(load, np.concatenate(idx), np.concatenate(w))
+            lens = np.fromiter((len(r) for r in idx), dtype=np.int64, count=len(idx))
+            np.add.at(load, np.concatenate(idx), np.repeat(np.asarray(w, dtype=float), lens))
         return load, lat
 
     def load_time_s(self, load: np.ndarray, lat: float) -> float:
@@ -427,5 +430,5 @@ def format_result(r: SyncResult) -> str:
         lines.append(f"  {k + '.time_s':27s}{v['time_s']:.3f}")
     pub = d.get("published")
     if pub:
-        lines.append(f"  published.time_s       {pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
+        lines.append(f"  {'published.time_s':27s}{pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
     return "\n".join(lines)
