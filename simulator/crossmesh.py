@@ -125,6 +125,7 @@ def run_cli(args, machine, mesh, src, dst) -> int:
     """``python -m simulator run --dst-mesh ...``: plan across meshes on the machine, replay, print."""
     import json
 
+    from synth.cliutil import resolve_itemsize
     from synth.errors import RedistributionError
 
     if args.schedule or args.free_device_order or args.budget_ms is not None or args.trace or args.chrome_trace:
@@ -132,7 +133,7 @@ def run_cli(args, machine, mesh, src, dst) -> int:
                                   "--budget-ms, --trace and --chrome-trace apply to one mesh")
     if args.placement not in (None, "row-major"):
         raise RedistributionError("run: with --dst-mesh the meshes' device ids place them; drop --placement")
-    plan = plan_on_machine(mesh, src, args.dst_mesh, dst, machine, args.itemsize, args.planner)
+    plan = plan_on_machine(mesh, src, args.dst_mesh, dst, machine, resolve_itemsize(args.dtype, args.itemsize), args.planner)
     res = simulate_crossmesh(plan, machine, engine=args.engine)
     if args.json:
         d = res.to_dict()
