@@ -279,10 +279,14 @@ def _our_fn(plan, jmesh, dst_sharding, shape):
     def fn(x):
         if s_pad != tuple(shape):  # uneven source: pad to whole shards (zeros; never read back)
             x = jnp.pad(x, [(0, p - n) for p, n in zip(s_pad, shape)])
-        y = smap(x)
+        if wj is jmesh:
+            y = smap(x)
+        else:  # sub-axes: the plan's refined mesh (same devices) is the context mesh of its shard_map
+            with jax.sharding.use_abstract_mesh(wj.abstract_mesh):
+                y = smap(x)
         if d_pad != tuple(shape):  # uneven target: drop the padding
             y = lax.slice(y, (0,) * len(shape), tuple(shape))
-        if uneven:
+        if uneven or wj is not jmesh:  # the user's mesh and spec again (equivalent: no data moves)
             y = _xla_fn(dst_sharding)(y)
         return y
 

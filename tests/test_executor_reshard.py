@@ -50,6 +50,7 @@ CASES = [("x=4,y=2", "[16{y}, 16, 16{x}]", "[16, 16{x,y}, 16]", True),
          ("x=2,y=4", "[8{x}, 4096, 256{y}]", "[8{x}, 4096{y}, 256]", False),
          ("x=8", "[50258, 64{x}]", "[50258{x}, 64]", False),
          ("x=8", "[64, 50257{x}]", "[64{x}, 50257]", False),
+         ("a=4,b=2", "[4{a}, 12{b}]", "[4{b}, 12{a}]", False),  # the plan moves a factor of a (sub-axes)
          ("dp=2,tp=4", "[8{dp}, 256, 128]{U:tp}", "[8{dp}, 256{tp}, 128]", False),
          ("dp=2,tp=4", "[256{tp}, 128]{U:dp}", "[256, 128{tp}]{U:dp}", False)]
 
@@ -71,6 +72,10 @@ def test_reshard_in_jit_bit_exact_and_no_more_temp(devs, mesh_s, src_s, dst_s, r
         c_ours, c_xla = jax.jit(ours).lower(xs).compile(), jax.jit(xlas).lower(xs).compile()
         assert check_output(c_ours(xs), x, dst, mesh, jm) is None  # shard by shard, bit for bit
         assert check_output(c_xla(xs), x, dst, mesh, jm) is None
+    info = reshard_info(src.shape, P(*dst.to_spec()[1], unreduced=frozenset(dst.unreduced)), mesh=jm,
+                        src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=jnp.float32)
+    if mesh_s == "a=4,b=2":
+        assert info.strategy == "ours" and info.plan.work_mesh.names != mesh.names, info  # sub-axes ran
     t_ours = c_ours.memory_analysis().temp_size_in_bytes
     t_xla = c_xla.memory_analysis().temp_size_in_bytes
     assert full_remat(c_xla.as_text(), "", src, dst, mesh) == remat
