@@ -28,8 +28,8 @@ The invariants, stated once:
   ``src=`` (the PartitionSpec it has there); without it XLA's reshard is used and the
   info says so.
 
-Limits: the search runs within ``budget_ms`` (default 2000 ms; small meshes finish well
-inside and are proven optimal, see ``info.plan.search``).
+Limits: the search runs within ``budget_ms`` (default 2000 ms; ``info.plan.search`` says
+whether it was proven optimal); each distinct reshard compiles two small programs once.
 """
 
 from __future__ import annotations
