@@ -170,3 +170,23 @@ def test_a_remat_inside_a_nested_jit_is_found_with_its_shardings():
     assert f.innermost == f"transformer_block.py:{inner} (_constrain)"
     assert f"transformer_block.py:{helper} _relayout" in f.chain
     assert (f.src, f.dst) == ("[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]") and f.fix
+
+
+def test_hlo_folder_files_are_checked(tmp_path, monkeypatch):
+    from executor import doctor
+    from synth.errors import RedistributionError
+
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("not HLO at all\n")
+    with pytest.raises(RedistributionError, match="HLO"):
+        doctor_hlo_dir(str(tmp_path))
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("HloModule m\n" + "x" * 4096)
+    monkeypatch.setattr(doctor, "MAX_HLO_BYTES", 1024)
+    with pytest.raises(RedistributionError, match="limit"):
+        doctor_hlo_dir(str(tmp_path))
+    # a link is not followed out of the folder: only the link's target outside is there
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").unlink()
+    outside = tmp_path.parent / f"{tmp_path.name}_outside.txt"
+    outside.write_text("HloModule m\n")
+    (tmp_path / "module_0002.jit_g.cpu_after_optimizations.txt").symlink_to(outside)
+    with pytest.raises(ExecutorError, match="no optimized HLO modules"):
+        doctor_hlo_dir(str(tmp_path))
