@@ -192,3 +192,14 @@ def test_platforms_for_machine(monkeypatch, files, plugins, want):
     assert os.environ.get("JAX_PLATFORMS") == want
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the user's choice always wins
     assert _jaxsetup.default_platforms() == "cpu"
+
+
+def test_bench_row_on_the_issue_case(devs):
+    from experiments.case import itemsize_of
+    from experiments.reshard_bench import _cpu_mesh, bench_case, table
+    from experiments.suites import load_suite
+
+    (case,) = load_suite("xla-issues", names=["jax-21562-4x2"])
+    row = bench_case(case, _cpu_mesh(devs), 1 << 20, run=True, itemsize_of=itemsize_of)
+    assert row.exact and row.xla_remat and row.temp_ours < row.temp_xla and row.ok
+    assert "strictly lower where XLA rematerializes: 1/1" in table([row])
