@@ -315,6 +315,9 @@ def _parse_arg(text: str, smesh, default_dtype: str):
         raise ExecutorError(f"doctor: --arg {text!r}: {e}") from None
     if typ.unreduced:
         raise ExecutorError(f"doctor: --arg {text!r}: inputs with pending sums are not supported; drop the {{U:...}}")
+    if not typ.is_even(smesh):
+        raise ExecutorError(f"doctor: --arg {text!r}: a dim does not divide by its mesh axes on {smesh}, and JAX "
+                            "takes no uneven input sharding; leave that dim unsplit (constrain it inside the step)")
     return typ, (dtype or default_dtype)
 
 

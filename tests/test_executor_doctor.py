@@ -113,6 +113,8 @@ def test_json_output(capsys):
     ([f"{PROG}:train_step", "--mesh", "x=4,y=4"], ["16 devices", "8"]),
     ([f"{PROG}:train_step", "--arg", "[8{z}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
      ["--arg", "z"]),
+    ([f"{PROG}:train_step", "--arg", "[9{x}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
+     ["does not divide", "uneven"]),
 ])
 def test_bad_input_is_one_line_exit_2(args, words, capsys):
     assert main(["doctor", *args]) == 2
