@@ -490,6 +490,8 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
         "full_remat_reason": "; ".join(reasons),
         "source": "hlo",
     }
+    if global_bytes:
+        meta["global_bytes"] = int(global_bytes)  # the whole array, for explaining a rematerialization
     return Schedule(num_devices=num_devices, ops=tuple(ops), name=name, meta=meta)
 
 

@@ -279,11 +279,25 @@ class _ReduceScatter:
 
     @staticmethod
     def emit(block, step: Step):
+        import jax.numpy as jnp
         from jax import lax
 
         c = step.op
         n = _n(step)
-        block = _pad_to(block, c.dim, n * step.t_out.local_shape(step.mesh)[c.dim])
+        fine = step.t_out.local_shape(step.mesh)[c.dim]
+        have = block.shape[c.dim]
+        if have < n * fine:
+            # An uneven whole dim (e.g. 50257 rows over 8: blocks of 6283, 7 rows of padding).
+            # Padding it for psum_scatter copies the whole partial, which a TPU allocates as
+            # temp (vocab-50257-embedding-grad-8: 392.69 MiB against XLA's 196.34 MiB). So,
+            # as XLA does: all-reduce in place, then keep this device's block. The last
+            # block is shorter than ``fine``; its window is taken ``fine`` rows back from the
+            # end and rolled so that its own rows come first (the rest is padding).
+            full = lax.psum(block, jax_axes(c.axis))
+            idx = _group_index(step.mesh, c.axis)
+            start = jnp.minimum(idx * fine, have - fine)
+            w = lax.dynamic_slice_in_dim(full, start, fine, axis=c.dim)
+            return jnp.roll(w, start - idx * fine, axis=c.dim)
         # Scattered along its own dim, as XLA writes its own reduce-scatter: a TPU compiles
         # it in place (bringing the pieces to the front first made it an all-reduce there).
         return lax.psum_scatter(block, jax_axes(c.axis), scatter_dimension=c.dim, tiled=True)
@@ -294,9 +308,14 @@ class _ReduceScatter:
         n = _n(step)
         fine = step.t_out.local_shape(step.mesh)[c.dim]
         li = step.t_in.local_shape(step.mesh)
-        lines = _pad_src(c.dim, li[c.dim], n * fine)
-        return lines + [f"block = lax.psum_scatter(block, {jax_axes(c.axis)!r}, "
-                        f"scatter_dimension={c.dim}, tiled=True)"]
+        if li[c.dim] < n * fine:  # uneven whole dim: all-reduce in place, keep own block (see emit)
+            return [f"full = lax.psum(block, {jax_axes(c.axis)!r})  # uneven dim: no padded copy",
+                    f"idx = {_group_index_src(step.mesh, c.axis)}",
+                    f"start = jnp.minimum(idx * {fine}, {li[c.dim] - fine})",
+                    f"block = lax.dynamic_slice_in_dim(full, start, {fine}, axis={c.dim})",
+                    f"block = jnp.roll(block, start - idx * {fine}, axis={c.dim})  # own rows first"]
+        return [f"block = lax.psum_scatter(block, {jax_axes(c.axis)!r}, "
+                f"scatter_dimension={c.dim}, tiled=True)"]
 
 
 class _Unreduce:

@@ -167,8 +167,21 @@ def write_tables(out_dir) -> dict:
 
 
 # -- engines ---------------------------------------------------------------------------------
+def backends_default_compile() -> tuple:
+    from experiments.backends import DEFAULT_COMPILE
+
+    return DEFAULT_COMPILE
+
+
+#: Our planners compiled by the machines' compilers in this run (``runner.compile``): their
+#: units start JAX, so they run in workers whose JAX has the case's device count.
+_COMPILE_PLANNERS: tuple = ()
+
+
 def _jax_count(unit) -> int | None:
-    return unit.case.num_devices if needs_jax(unit.planner, unit.measure) else None
+    profiles = [m.profile for _, m, _ in unit.rows]
+    compiles = unit.planner in _COMPILE_PLANNERS or unit.planner == "shardy-r2c"
+    return unit.case.num_devices if compiles or needs_jax(unit.planner, unit.measure, profiles) else None
 
 
 _PIDQ = None  # in a local pool's worker: where it says which task it runs
@@ -181,12 +194,14 @@ def _task(unit, opts, task_id=None):
     from experiments import backends
     from experiments.worker import run_unit
 
+    global _COMPILE_PLANNERS
+    _COMPILE_PLANNERS = tuple(opts.get("compile_planners", backends.DEFAULT_COMPILE))
     n = _jax_count(unit)
     if n is not None and os.environ.get("REDIST_WORKER_DEVICES") in (None, str(n)):
         os.environ["REDIST_WORKER_DEVICES"] = str(n)
         backends.set_worker_devices(n)
     return run_unit(unit, opts["xla_max_devices"], opts.get("measure_opts"), opts.get("unit_delay_s", 0.0),
-                    opts.get("simulator", "simpy"))
+                    opts.get("simulator", "simpy"), opts.get("compile_planners", backends.DEFAULT_COMPILE))
 
 
 def _init_local_worker(jax_devices, pidq):
@@ -396,6 +411,10 @@ class _native_stderr_to:
         return False
 
 
+#: Where ``ray start --head`` records the address of the cluster it started on this host.
+RAY_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
 def _resolve_auto() -> str:
     """``--address auto``: the cluster this host runs (``RAY_ADDRESS``, else the address
     ``ray start --head`` records in /tmp/ray/ray_current_cluster); refused at once when
@@ -406,12 +425,12 @@ def _resolve_auto() -> str:
     from synth.fileio import FileError, read_text
 
     try:
-        text = read_text("/tmp/ray/ray_current_cluster", "Ray's cluster file", 4096).strip()
+        text = read_text(RAY_CLUSTER_FILE, "Ray's cluster file", 4096).strip()
     except FileError:
         text = ""
     if not text:
-        raise ExperimentError("--address auto: no Ray cluster runs on this host (RAY_ADDRESS is unset and "
-                              "/tmp/ray/ray_current_cluster does not exist); start one with 'ray start --head' "
+        raise ExperimentError(f"--address auto: no Ray cluster runs on this host (RAY_ADDRESS is unset and "
+                              f"{RAY_CLUSTER_FILE} does not exist); start one with 'ray start --head' "
                               "or omit --address for a local Ray")
     return text.splitlines()[0].strip()
 
@@ -685,8 +704,11 @@ def run(config, out_dir, workers: int | None = None, progress: bool = True,
             "xla_max_devices": config.xla_max_devices,
             "unit_delay_s": float(config.runner.get("unit_delay_s", 0.0)),
             "simulator": config.runner.get("simulator", "simpy"),
+            "compile_planners": tuple(config.runner.get("compile", backends_default_compile())),
             "measure_opts": {k: config.measure[k] for k in ("warmup", "repeats") if k in config.measure},
         }
+        global _COMPILE_PLANNERS
+        _COMPILE_PLANNERS = opts["compile_planners"]
         journal = Journal(out)
         bar = None
         try:

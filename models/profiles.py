@@ -76,6 +76,13 @@ _OPTIONAL = {
     "max_net_rings": (int, 0),            # most rings (channels) NCCL runs across the network (0 = NICs)
     "ramp_half_bytes": (float, 0.0),      # message size at which half the bandwidth is reached (8 ranks)
     "ramp_ranks_exponent": (float, 0.0),  # ramp_half_bytes grows as (ranks / 8) ** exponent
+    "ramp_size_exponent": (float, 1.0),   # ramp = 1 / (1 + (h / S) ** exponent); 1 = S / (S + h)
+    "pair_efficiency": (float, 0.0),      # link efficiency of a 2-rank group (0 = link_efficiency)
+    "a2a_efficiency": (float, 0.0),       # achieved / line rate of an all-to-all's sends (0 = link_efficiency)
+    "a2a_ramps": (int, 0),                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "a2a_latency_s": (float, 0.0),        # fixed latency of an all-to-all's grouped sends (0 = Simple's)
+    "nvls_tree_busbw_2node_Bps": (float, 0.0),  # NCCL's NVLS-tree bus bandwidth cap over 2 nodes (0 = none)
+    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes
     "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
     "ll_base_latency_s": (float, 0.0),    # NCCL protocol LL / LL128 / Simple: fixed latency ...
     "ll128_base_latency_s": (float, 0.0),
@@ -138,6 +145,13 @@ class HardwareProfile:
     max_net_rings: int = 0
     ramp_half_bytes: float = 0.0
     ramp_ranks_exponent: float = 0.0
+    ramp_size_exponent: float = 1.0
+    pair_efficiency: float = 0.0
+    a2a_efficiency: float = 0.0
+    a2a_ramps: int = 0
+    a2a_latency_s: float = 0.0
+    nvls_tree_busbw_2node_Bps: float = 0.0
+    nvls_tree_busbw_Bps: float = 0.0
     reduce_bandwidth_Bps: float = 0.0
     ll_base_latency_s: float = 0.0
     ll128_base_latency_s: float = 0.0
@@ -172,6 +186,13 @@ class HardwareProfile:
         for p in ("link_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, p) <= 1:
                 raise ProfileError(f"profile {self.name!r}: {p} must be in (0, 1], got {getattr(self, p)}")
+        for p in ("pair_efficiency", "a2a_efficiency"):
+            if not 0 <= getattr(self, p) <= 1:
+                raise ProfileError(f"profile {self.name!r}: {p} must be in [0, 1] (0 = link_efficiency), "
+                                   f"got {getattr(self, p)}")
+        if not 0 < self.ramp_size_exponent <= 4:
+            raise ProfileError(f"profile {self.name!r}: ramp_size_exponent must be in (0, 4], "
+                               f"got {self.ramp_size_exponent}")
         if not 0 <= self.nvls_efficiency <= 1:
             raise ProfileError(f"profile {self.name!r}: nvls_efficiency must be in [0, 1], got {self.nvls_efficiency}")
 
@@ -195,11 +216,32 @@ class HardwareProfile:
 
     def ramp(self, nbytes: float, ranks: int) -> float:
         """Fraction of the peak bandwidth a collective of ``nbytes`` (nccl-tests size) over
-        ``ranks`` devices reaches: ``S / (S + h)``, ``h = ramp_half_bytes * (ranks/8)**exp``."""
+        ``ranks`` devices reaches: ``1 / (1 + (h / S) ** g)``, ``h = ramp_half_bytes *
+        (ranks/8)**ramp_ranks_exponent``, ``g = ramp_size_exponent`` (``g = 1`` is ``S / (S + h)``).
+
+        Half the bandwidth at ``S = h`` whatever ``g``; a ``g`` below 1 spreads the climb over
+        more sizes, as measured curves do (H100, 8 ranks, all-gather: 64% of plateau at 64 MiB,
+        87% at 256 MiB; XLA's collective table): e.g. ``h = 18 MB, g = 0.75`` gives 0.72 at 64 MiB."""
         if self.ramp_half_bytes <= 0 or nbytes <= 0:
             return 1.0
         h = self.ramp_half_bytes * (max(ranks, 2) / 8.0) ** self.ramp_ranks_exponent
-        return float(nbytes / (nbytes + h))
+        g = self.ramp_size_exponent
+        return float(1.0 / (1.0 + (h / nbytes) ** g))
+
+    def group_link_efficiency(self, ranks: int) -> float:
+        """Achieved fraction of the NVLink/ICI line rate of a ring collective over ``ranks``
+        devices: ``link_efficiency`` from 8 ranks up; ``pair_efficiency`` at 2 ranks (two GPUs
+        exchange over fewer NCCL channels and pay each step's overhead on half the data),
+        linear in ``1/ranks`` in between: 4 ranks get ``link_efficiency - (link_efficiency -
+        pair_efficiency) / 3``. Without ``pair_efficiency`` every group size gets
+        ``link_efficiency``. (H100, XLA's collective table: busbw at 1 GiB 344 / 326 / 248 GB/s
+        for 8 / 4 / 2-rank all-gathers.)"""
+        e8 = self.link_efficiency
+        if self.pair_efficiency <= 0 or ranks >= 8:
+            return e8
+        e2 = self.pair_efficiency
+        t = (2.0 / max(ranks, 2) - 0.25) / 0.75          # 2 ranks: 1, 4: 1/3, 8: 0
+        return float(e8 - (e8 - e2) * t)
 
     @property
     def reduce_Bps(self) -> float:
@@ -398,7 +440,7 @@ def _load_cached(path: str, mtime: int, size_text: str | None) -> HardwareProfil
 def _resolve(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
-        if p.is_file():
+        if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
         raise ProfileError(f"load_profile: profile file {name!r} does not exist")
     cands = []

@@ -110,7 +110,7 @@ def _run(args):
         from synth.fileio import check_output_file
 
         check_output_file(args.trace, "--trace")
-    if args.chrome_trace:
+    if args.chrome_trace is not None:  # "" is refused (one line), not silently skipped
         from synth.fileio import check_output_file
 
         check_output_file(args.chrome_trace, "--chrome-trace")
@@ -155,7 +155,7 @@ def _run(args):
 
         with atomic_writer(args.trace, "--trace") as f:
             res.trace_df().to_csv(f, index=False)
-    if args.chrome_trace:
+    if args.chrome_trace is not None:
         from simulator.chrome_trace import write_chrome_trace
 
         write_chrome_trace(res, args.chrome_trace)

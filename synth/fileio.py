@@ -237,7 +237,7 @@ def _open_regular(p: str, what: str, flags: int, follow_links: bool, verb: str, 
 
 
 def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow_links: bool = True,
-               inside=None) -> bytes:
+               inside=None, limit_name: str = "file_bytes") -> bytes:
     """The bytes of a regular file, at most ``max_bytes`` (default: the ``file_bytes``
     limit). A folder, FIFO, device or socket is refused before reading, a file over the
     cap before it is read. With ``inside`` the file must lie under that folder and no
@@ -249,7 +249,8 @@ def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow
     p = os.fspath(path)
     if "\x00" in p:
         raise FileError(f"{what}: the path contains a NUL character")
-    cap = limit("file_bytes") if max_bytes is None else max_bytes
+    cap = limit(limit_name) if max_bytes is None else max_bytes
+    how = f" (set REDIST_LIMIT_{limit_name.upper()} to change it)" if max_bytes is None else ""
     if inside is not None:
         check_inside(p, inside, what)
         follow_links = False
@@ -257,27 +258,26 @@ def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > cap:
-            raise FileError(f"{what} {p} is {size:,} bytes; the limit is {cap:,} "
-                            "(set REDIST_LIMIT_FILE_BYTES to change it)")
+            raise FileError(f"{what} {p} is {size:,} bytes; the limit is {cap:,}{how}")
         try:
             data = f.read(cap + 1)
         except OSError as e:
             raise FileError(f"{what} {p}: cannot be read ({_reason(e)})") from None
     if len(data) > cap:  # grew while we read it (or a /proc-like file that reports size 0)
-        raise FileError(f"{what} {p} is over {cap:,} bytes, the limit (set REDIST_LIMIT_FILE_BYTES to change it)")
+        raise FileError(f"{what} {p} is over {cap:,} bytes, the limit{how}")
     return data
 
 
 def iter_lines(path, what: str = "file", *, inside=None, max_line_bytes: int = 1 << 20):
     """Yield ``(line number, text)`` of a UTF-8 line file (``rows.jsonl``), refusing what
-    :func:`read_bytes` refuses; a line over ``max_line_bytes`` or the whole file over the
+    :func:`read_bytes` refuses and a link in its place; a line over ``max_line_bytes`` or the whole file over the
     ``rows_bytes`` limit raise :class:`FileError`. Reads line by line (constant memory)."""
     from synth.limits import limit
 
     p = os.fspath(path)
     if inside is not None:
         check_inside(p, inside, what)
-    fd = _open_regular(p, what, os.O_RDONLY, inside is None, "read")
+    fd = _open_regular(p, what, os.O_RDONLY, False, "read")  # a file the tool writes: never a link
     cap = limit("rows_bytes")
     with os.fdopen(fd, "rb") as f:
         total = 0
@@ -357,9 +357,8 @@ def read_yaml(path, what: str = "file", max_bytes: int | None = None, **kw):
     ``yaml_bytes`` (PyYAML parses about a MB a second), nesting capped."""
     import yaml
 
-    from synth.limits import limit
-
-    text = read_text(path, what, limit("yaml_bytes") if max_bytes is None else max_bytes, **kw)
+    kw.setdefault("limit_name", "yaml_bytes")
+    text = read_text(path, what, max_bytes, **kw)
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader

@@ -58,6 +58,12 @@ class LimitError(RedistributionError):
     """An input beyond a documented resource limit."""
 
 
+class MemoryLimitError(LimitError):
+    """Work estimated not to fit in the memory budget."""
+
+    kind = "memory"
+
+
 _DEFAULTS = {
     "devices": 65_536,
     "cpu_devices": 8_192,
@@ -106,11 +112,11 @@ def limit(name: str) -> int:
     env = os.environ.get(f"REDIST_LIMIT_{name.upper()}")
     if env is None:
         return default
-    try:
-        v = int(env.strip()[:40])
-    except ValueError:
-        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer; unset it or "
-                         f"give a positive integer (default {default})") from None
+    text = env.strip().replace("_", "")
+    if not text.isdigit() or len(text) > 15:  # at most 10**15: far above any machine
+        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer of at most 15 digits; "
+                         f"unset it or give a positive integer (default {default})")
+    v = int(text)
     if v < 1:
         raise LimitError(f"REDIST_LIMIT_{name.upper()}={v} must be >= 1 (default {default})")
     return v
@@ -276,7 +282,7 @@ def check_memory(nbytes: float, what: str) -> float:
     """Refuse work estimated to need ``nbytes`` of host memory when it cannot fit."""
     avail = available_memory_bytes()
     if nbytes > avail:
-        raise LimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
+        raise MemoryLimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
                          f"available; choose a smaller input (or set REDIST_MEMORY_BUDGET_BYTES)")
     return nbytes
 

@@ -228,7 +228,7 @@ def load_schedule_data(path) -> dict:
     from synth.fileio import read_json
 
     where = f"schedule file {path}"
-    data = read_json(path, "schedule file")
+    data = read_json(path, "schedule file", finite=True)
     if not isinstance(data, dict):
         raise RedistributionError(f"{where}: the top level must be an object with 'num_devices' and 'ops', "
                                   f"got {type(data).__name__}")

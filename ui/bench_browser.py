@@ -2,8 +2,9 @@
 headless Chromium (Playwright), timed as a user waits.
 
 An interaction's time runs from the click or the Enter key until the page is idle:
-its heading (or the text the interaction must produce) is shown, Streamlit's
-"Running..." indicator is gone, no element is stale (greyed while a rerun is on its
+its heading (or the text the interaction must produce) is shown, the app's script
+state (``stApp``'s ``data-test-script-state``) is not running, no background-job panel
+or progress bar is shown, no element is stale (greyed while a rerun is on its
 way), and the number of drawn plotly charts has stopped changing for
 ``SETTLE_S`` seconds (that quiet period is subtracted from the figure).
 
@@ -87,12 +88,14 @@ class Server:
 
 
 _IDLE_JS = """() => {
-  const run = [...document.querySelectorAll("[data-testid='stStatusWidget']")]
-      .some(e => /Running|Connecting/i.test(e.innerText || ""));
+  const app = document.querySelector("[data-testid='stApp']");
+  const run = !app || ["running", "rerunRequested", "initial"].includes(app.dataset.testScriptState)
+      || app.dataset.testConnectionState !== "CONNECTED";
   const stale = document.querySelectorAll("[data-stale='true']").length;
   const charts = document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").length;
   const job = [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stAlert']")]
-      .some(e => /background process/.test(e.innerText || ""));
+      .some(e => /background process/.test(e.innerText || ""))
+      || document.querySelectorAll("[data-testid='stMain'] [data-testid='stProgress']").length > 0;
   return [run, stale, charts, job, document.querySelectorAll("[data-testid='stProgress']").length];
 }"""
 

@@ -156,3 +156,95 @@ def _jax_code(plan_json_text: str, dtype: str | None = None) -> str:
     return codegen.generate_source(plan, dtype=dtype)
 
 
+
+
+# -- what the Plan page claims, in words ------------------------------------------------------
+def _num(d: dict, key: str):
+    """``d[key]`` as a float, or None when absent or not a number (``Plan.search`` is
+    read defensively: its fields are the search's, and may change)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    try:
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def is_textbook_optimum(plan: synth.Plan) -> bool:
+    """One collective that receives exactly the receive lower bound and stays within
+    ``max(src, dst)``: no plan communicates fewer times or receives fewer bytes (e.g.
+    Megatron TP -> SP, one reduce-scatter)."""
+    return (plan.num_collectives == 1 and plan.bound_holds and plan.recv_lower_bound_bytes > 0
+            and plan.recv_bytes_max_device == plan.recv_lower_bound_bytes)
+
+
+def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str, str]]:
+    """What the Plan page states next to its numbers: ``(topic, level, sentence)`` with
+    level ``"ok"`` (a proven good property), ``"info"`` (a plain fact or a limit of
+    what was proven) or ``"warn"`` (the plan breaks a bound, or the search did not
+    finish). Topics: ``memory``, ``live``, ``received``, ``optimality``.
+
+    Every sentence restates a field of the plan (``bound_holds``, ``max_shard_bytes``,
+    ``peak_live_bytes``, ``recv_bytes_max_device``, ``recv_lower_bound_bytes``) or of
+    ``Plan.search`` (``status``, ``optimal``, ``time_s``, ``lower_bound_s``, ``gap_s``,
+    ``min_max_shard_bytes``, ``cost_model``); nothing is recomputed here."""
+    out = []
+    b = plan.bound_bytes
+    s = plan.search if isinstance(plan.search, dict) else None
+    if not plan.steps:
+        return [("memory", "ok", "Source and target are the same sharding: nothing moves.")]
+    if plan.bound_holds:
+        out.append(("memory", "ok", f"Within the bound: the largest shard per device, "
+                    f"{fmt_bytes(plan.max_shard_bytes)}, is at most max(src, dst) = {fmt_bytes(b)}."))
+    else:
+        least = _num(s or {}, "min_max_shard_bytes")
+        proven = (f" No plan over the documented move set does better (proven: its least largest shard "
+                  f"is {fmt_bytes(least)})." if least is not None and least >= plan.max_shard_bytes else "")
+        out.append(("memory", "warn", f"Exceeds the bound: the largest shard per device, "
+                    f"{fmt_bytes(plan.max_shard_bytes)}, is {plan.max_shard_bytes / b:.3g}x max(src, dst) "
+                    f"= {fmt_bytes(b)}.{proven}"))
+    live = plan.peak_live_bytes
+    out.append(("live", "ok" if live <= 2 * b else "info",
+                f"Peak live bytes (input + output of one step): {fmt_bytes(live)}, against 2 x max(src, dst) "
+                f"= {fmt_bytes(2 * b)}, the most a plan within the bound can hold during a step."))
+    r, lb = plan.recv_bytes_max_device, plan.recv_lower_bound_bytes
+    if r == lb:
+        out.append(("received", "ok", f"Received bytes: {fmt_bytes(r)} per device (busiest device), "
+                    "equal to the receive lower bound (the part of its target block a device does "
+                    "not already hold): no plan receives less."))
+    else:
+        ratio = f"{r / lb:.3g}x" if lb else "more than"
+        out.append(("received", "info", f"Received bytes: {fmt_bytes(r)} per device (busiest device), "
+                    f"{ratio} the receive lower bound of {fmt_bytes(lb)} (the part of its target block a "
+                    "device does not already hold)."))
+    textbook = is_textbook_optimum(plan)
+    if textbook:
+        out.append(("optimality", "ok", "Textbook optimum: one collective, which receives exactly the "
+                    "receive lower bound within max(src, dst); no plan communicates fewer times or "
+                    "receives fewer bytes."))
+    if s is None:
+        if not textbook:
+            out.append(("optimality", "info", f"The `{plan.planner}` planner follows fixed rules and does "
+                        "not search, so it claims no optimality; the `auto` planner searches the "
+                        "documented move set for the cheapest plan on the machine."))
+        return out
+    status = str(s.get("status", "?"))
+    model = str(s.get("cost_model", "its cost model"))
+    t, low, gap = _num(s, "time_s"), _num(s, "lower_bound_s"), _num(s, "gap_s")
+    if s.get("optimal") is True:
+        out.append(("optimality", "ok", "Optimal over the documented move set (synth/auto.py, "
+                    f"'The search space'): no plan within the memory cap costs less than "
+                    f"{fmt_seconds(t)} under the {model}."))
+    elif status == "best found within budget" and t is not None:
+        if low is not None and gap is not None:
+            pct = f" ({100 * gap / t:.3g} % of its time)" if t > 0 else ""
+            out.append(("optimality", "info", f"Best found within the search budget: {fmt_seconds(t)} "
+                        f"under the {model}; proven lower bound {fmt_seconds(low)}, gap "
+                        f"{fmt_seconds(gap)}{pct}. A longer budget may find a cheaper plan."))
+        else:
+            out.append(("optimality", "info", f"Best found within the search budget: {fmt_seconds(t)} "
+                        f"under the {model}; no lower bound was established."))
+    else:
+        level = "info" if textbook or s.get("bound_met", plan.bound_holds) else "warn"
+        out.append(("optimality", level, f"Search: {status} ({fmt_seconds(t)} under the {model}); "
+                    "not proven optimal over every plan."))
+    return out

@@ -81,6 +81,12 @@ def main():
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
                             "One track per device and per busy link; op names, bytes and algorithm as args.")
     st.plotly_chart(figs["topology"], key="sim_topology")
+    hot = view.get("hot_links") or []
+    if hot:
+        agg = bool((figs["topology"].layout.meta or {}).get("aggregated"))
+        st.caption(("Aggregated: the machine has too many links to draw one by one. " if agg else "")
+                   + "Hottest links (one direction): "
+                   + "; ".join(f"`{h['link']}` {fmt_bytes(h['bytes'])}" for h in hot[:5]) + ".")
     st.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
     st.dataframe(ops_frame(view["ops"]), hide_index=True, key="sim_ops_table")
