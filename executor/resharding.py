@@ -235,7 +235,7 @@ class _Program:
     fn: object  # the function of the logical array (traceable)
 
 
-def _pspec(t, unreduced_ok=True):
+def _pspec(t):
     from jax.sharding import PartitionSpec
 
     from executor.lowering import jax_axes
@@ -436,6 +436,16 @@ def reshard_info(x_or_shape, sharding, *, mesh=None, src=None, dtype=None, plann
     return _prepare(x_or_shape, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallback)[0].info
 
 
+@functools.lru_cache(maxsize=256)
+def _unknown_source(jmesh, dst_spec) -> _Program:
+    """XLA's reshard for a tracer whose source sharding is unknown (cached: warned once)."""
+    from jax.sharding import NamedSharding
+
+    info = ReshardInfo("xla", "the source sharding is unknown at trace time (Auto mesh axes); pass src=P(...) "
+                       "to plan it", src="?", dst=str(dst_spec), mesh=str(synth_mesh(jmesh)))
+    return _Program(info, _xla_fn(NamedSharding(jmesh, dst_spec)))
+
+
 def _prepare(x, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallback):
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec
@@ -451,13 +461,10 @@ def _prepare(x, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallba
     else:
         src_spec = _source_spec(x, jmesh, src)
     if src_spec is None:
-        from jax.sharding import NamedSharding
-
-        from executor.resharding import _xla_fn as xf
-
-        return _Program(ReshardInfo("xla", "the source sharding is unknown at trace time (Auto mesh axes); "
-                                    "pass src=P(...) to plan it", src="?", dst=str(dst_spec),
-                                    mesh=str(dict(jmesh.shape))), xf(NamedSharding(jmesh, dst_spec))), jmesh
+        if fallback == "never":
+            raise ExecutorError("reshard: inside jax.jit on Auto mesh axes the source sharding is not known at "
+                                "trace time; pass src=P(...) (the sharding x has there) with fallback='never'")
+        return _unknown_source(jmesh, dst_spec), jmesh
     src_spec = PartitionSpec(*_entries(src_spec, len(shape), "reshard: src"), unreduced=_unreduced(src_spec))
     dst_spec = PartitionSpec(*_entries(dst_spec, len(shape), "reshard: the target"), unreduced=_unreduced(dst_spec))
     force = {"auto": None, "xla": "xla", "never": "ours"}[fallback]
