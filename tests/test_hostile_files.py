@@ -508,7 +508,8 @@ def test_report_error_json_and_public_names(capsys):
     assert report_error(LimitError("too big"), ["plan"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == "error: too big\n"
-    assert public_message("load_profile('x'): unknown") == "profile 'x': unknown"
+    assert public_message("load_profile('x'): unknown") == "hardware 'x': unknown"
+    assert public_message("--mesh Mesh.parse: empty mesh string") == "--mesh: empty mesh string"
 
 
 def test_memory_budget_env_must_be_finite(monkeypatch):
