@@ -50,7 +50,8 @@ class UserErrorParser(argparse.ArgumentParser):
 
 
 #: ``kind`` of the JSON error object, by the most specific class that matches.
-KINDS = ("usage", "limit", "file", "schema", "mesh", "type", "collective", "plan", "memory", "input")
+KINDS = ("usage", "limit", "memory", "file", "schema", "mesh", "type", "collective", "plan", "profile",
+         "placement", "input")
 
 
 def error_kind(e: BaseException) -> str:

@@ -667,7 +667,8 @@ for _k in ("from-spec-unreduced-int", "from-spec-unreduced-list-int", "refine-su
 
 # ---- compiles: estimated before, one line when they do not fit ----
 case3("compile-xla-schedule-estimate", "compile", "executor",
-      ["xla-schedule", "--mesh", "x=8", "--src", "[8{x}, 33554432]", "--dst", "[8, 33554432{x}]"], "error",
+      ["xla-schedule", "--check", "--mesh", "x=8", "--src", "[8{x}, 33554432]", "--dst", "[8, 33554432{x}]"],
+      "error",
       "compile", env={"REDIST_MEMORY_BUDGET_BYTES": "3e9"})
 for _k in ("guard-cpu-over-budget", "guard-resource-exhausted", "guard-memoryerror", "guard-other-error"):
     case3(f"api-compile-{_k}", "compile", "api", f"compile-{_k}", "ok" if _k == "guard-other-error" else "error")
