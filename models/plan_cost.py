@@ -1,7 +1,7 @@
 """The machine's cost of a plan, for the ``auto`` planner.
 
 ``synth`` never imports ``models``; the planner takes a cost model object instead
-(see :mod:`synth.auto`). :func:`machine_cost` builds one from a hardware profile and
+(see :mod:`synth.planners`). :func:`machine_cost` builds one from a hardware profile and
 a placement: each device-level op costs :func:`models.analytic.op_time_s` on the
 machine's topology, so a calibrated profile or another placement changes the plan.
 
@@ -27,7 +27,7 @@ COMM_KINDS = ("all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatt
 
 
 class MachineCost:
-    """Cost model of ``synth.auto`` on a machine: ``op_time_s(op)`` is
+    """Cost model of ``synth.planners.auto`` on a machine: ``op_time_s(op)`` is
     :func:`models.analytic.op_time_s` with the placement's chips."""
 
     needs_devices = True

@@ -440,7 +440,7 @@ def _load_cached(path: str, mtime: int, size_text: str | None) -> HardwareProfil
 def _resolve(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
-        if p.is_file():
+        if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
         raise ProfileError(f"load_profile: profile file {name!r} does not exist")
     cands = []
@@ -460,30 +460,29 @@ def _resolve(name: str) -> Path:
         "(or give a path to a .yaml/.json profile file)")
 
 
-def _read_raw(path: Path, seen: set) -> dict:
-    import yaml
+def _read_raw(path: Path, seen: set, depth: int = 0) -> dict:
+    """The merged document of a profile file and its ``extends`` chain. Read through
+    synth.fileio (regular files only, ``yaml_bytes`` cap before reading, UTF-8, safe YAML);
+    the chain is at most ``extends_depth`` files deep and may not loop."""
+    from synth.fileio import FileError, read_yaml
+    from synth.limits import limit
 
     if path in seen:
         raise ProfileError(f"profile {path}: 'extends' forms a cycle")
+    if depth >= limit("extends_depth"):
+        raise ProfileError(f"profile {path}: the 'extends' chain is over {limit('extends_depth')} files deep "
+                           "(set REDIST_LIMIT_EXTENDS_DEPTH to change it); extend the base profile directly")
     seen.add(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ProfileError(f"profile file {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
-                           f"{e.start}); save it as UTF-8") from None
-    except OSError as e:
-        raise ProfileError(f"profile file {path}: cannot read it ({e.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ProfileError(f"profile file {path}: not valid YAML/JSON ({msg})") from None
+        raw = read_yaml(path, "profile file")
+    except FileError as e:
+        raise ProfileError(str(e)) from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile file {path}: expected a mapping at the top level")
     _validate_schema(raw, path, partial=bool(raw.get("extends")))
     base = raw.get("extends")
     if base:
-        parent = _read_raw(_resolve(str(base)), seen)
+        parent = _read_raw(_resolve(str(base)), seen, depth + 1)
         raw = _merge(parent, {k: v for k, v in raw.items() if k != "extends"})
     return raw
 
@@ -607,6 +606,39 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+#: Bounds of every number a profile may give: (smallest, whether the smallest is allowed,
+#: largest). Far beyond any machine, close enough that no sum or power overflows and no
+#: flow gets zero bandwidth: bandwidths are > 0 where a link needs one, latencies <= 10 s.
+_MAX_BPS = 1e16  # 10 PB/s
+_BOUNDS = {
+    "link_bandwidth_Bps": (0.0, False, _MAX_BPS), "hbm_bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "nic_bandwidth_Bps": (0.0, False, _MAX_BPS), "bus_bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "reduce_bandwidth_Bps": (0.0, True, _MAX_BPS), "ll_max_bandwidth_Bps": (0.0, True, _MAX_BPS),
+    "link_latency_s": (0.0, True, 10.0), "launch_overhead_s": (0.0, True, 10.0),
+    "nic_latency_s": (0.0, True, 10.0), "latency_s": (0.0, True, 10.0), "alpha_s": (0.0, True, 10.0),
+    "ll_base_latency_s": (0.0, True, 10.0), "ll128_base_latency_s": (0.0, True, 10.0),
+    "simple_base_latency_s": (0.0, True, 10.0), "ll_hop_latency_s": (0.0, True, 10.0),
+    "ll128_hop_latency_s": (0.0, True, 10.0), "simple_hop_latency_s": (0.0, True, 10.0),
+    "links_per_chip": (1, True, 1024), "hbm_capacity_bytes": (1, True, 2**50),
+    "gpus_per_node": (1, True, 65_536), "nics_per_node": (0, True, 1024),
+    "link_efficiency": (0.0, False, 1.0), "nic_efficiency": (0.0, False, 1.0),
+    "nvls_efficiency": (0.0, True, 4.0), "sharp": (0, True, 1), "max_net_rings": (0, True, 1024),
+    "ramp_half_bytes": (0.0, True, 2.0**50), "ramp_ranks_exponent": (0.0, True, 4.0),
+}
+
+
+def _bounded(where: str, x):
+    name = where.rsplit(".", 1)[-1]
+    if name not in _BOUNDS:
+        return x
+    lo, lo_ok, hi = _BOUNDS[name]
+    if x < lo or (x == lo and not lo_ok) or x > hi:
+        low = f">= {lo:g}" if lo_ok else f"> {lo:g}"
+        raise ProfileError(f"{where}: {x!r} is out of range; it must be {low} and <= {hi:g}")
+    return x
+
+
 def _num(where: str, v, typ=float):
     """A number from ``v`` or ``{value, source}``; returns (number, source or None)."""
     src = None
@@ -627,7 +659,7 @@ def _num(where: str, v, typ=float):
         if x != int(x):
             raise ProfileError(f"{where}: must be an integer, got {v!r}")
         x = int(x)
-    return x, (str(src) if src else None)
+    return _bounded(where, x), (str(src) if src else None)
 
 
 def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:

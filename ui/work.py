@@ -95,7 +95,10 @@ def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, p
         "summary": _summary(res),
         "ops": _ops_rows(res),
         "figures": {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
-                    "topology": figures.topology_figure(res)},
+                    "topology": (figures.topology_figure(res)
+                                 if res.machine.topology.num_chips <= figures.TOPOLOGY_MAX_CHIPS
+                                 else figures.topology_summary_figure(res))},
+        "hot_links": figures.hot_links(res),
         "chrome_trace": chrome_trace_json(res),
         "units": schedule_units(json.loads(schedule_json)),
         "wall_s": time.perf_counter() - t0,

@@ -8,7 +8,8 @@ import plotly.express as px
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures
+from ui import figures, files, machines
+from ui.errors import escape_md
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
            "placement", "mesh", "src", "dst", "time_s", "time_over_lb", "peak_over_bound",
@@ -16,7 +17,7 @@ COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "
 
 
 def _pick_folder() -> str | None:
-    found = compute.results_folders()
+    found = files.results_folders()
     c1, c2 = st.columns([2, 3])
     picked = None
     if found:
@@ -25,16 +26,18 @@ def _pick_folder() -> str | None:
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
     else:
-        c1.info(f"No results folder under {compute.results_root()} yet. Run e.g. `python -m experiments run "
+        c1.info(f"No results folder under {files.results_root()} yet. Run e.g. `python -m experiments run "
                 "experiments/configs/smoke.yaml --out results/smoke`.")
     typed = c2.text_input("...or a path", key="sweeps_dir", placeholder="results/smoke",
                           help="A folder written by `python -m experiments run`, under the results root "
-                               f"({compute.results_root()}; set APP_RESULTS_ROOT to change it).")
+                               f"({files.results_root()}; set APP_RESULTS_ROOT to change it).")
     return typed.strip() or picked
 
 
 def _multiselect(label, df, col, key):
-    opts = sorted(str(v) for v in df[col].dropna().unique())
+    from synth.limits import limit
+
+    opts = sorted(str(v) for v in df[col].dropna().unique())[:limit("options")]  # bounded option list
     if key in st.session_state:  # keep only choices the current folder has
         st.session_state[key] = [v for v in st.session_state[key] if v in opts]
     chosen = st.multiselect(label, opts, key=key, placeholder="all")
@@ -45,18 +48,18 @@ def main():
     st.title("Sweeps")
     st.caption("Browse a results folder from the experiments runner: every case x machine x "
                "planner x what-if row, figures, and the HTML report.")
-    why = compute.missing("experiments.report")
+    why = machines.missing("experiments.report")
     if why:
-        st.warning(f"The experiments package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
     folder = _pick_folder()
     if not folder:
         return
     try:
-        folder = str(compute.check_results_path(folder))
-        df = compute.sweep_rows(folder)
+        folder = str(files.check_results_path(folder))
+        df = files.sweep_rows(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     counts = df["status"].value_counts().to_dict()
@@ -101,9 +104,9 @@ def main():
                  key="sweeps_build_report"):
         try:
             with st.spinner("Building the report..."):
-                compute.build_sweep_report(folder)
+                files.build_sweep_report(folder)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
     if html.exists():
         text = html.read_text(encoding="utf-8", errors="replace")
         st.download_button("Download report.html", data=text, file_name="report.html",
