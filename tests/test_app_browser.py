@@ -249,7 +249,7 @@ def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_p
             expect(main.get_by_text("which block each of the 64 devices holds").first).to_be_visible(timeout=30_000)
             page.wait_for_timeout(800)
             page.screenshot(path=str(shots / "plan_summary.png"), full_page=True)
-            main.get_by_text("Exact grid").click()
+            main.get_by_test_id("stCheckbox").get_by_text("Exact grid", exact=True).click()
             expect(main.get_by_text("Summary of a grid too big to draw legibly")).to_have_count(0, timeout=30_000)
 
             page.get_by_role("link", name="Simulate").click()
