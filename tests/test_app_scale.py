@@ -177,13 +177,15 @@ def test_sweeps_fresh_clone_shows_the_bundled_example_with_honest_charts():
     assert {m.label: m.value for m in at.metric}["rows"] == str(len(rows))
     charts = {_title(c): json.loads(c.proto.spec) for c in at.get("plotly_chart")}
     time_chart = charts["Simulated time over its lower bound (baseline knobs)"]
-    ys = [y for tr in time_chart["data"] for y in tr["y"]]
+    points = [tr for tr in time_chart["data"] if tr["mode"] == "markers"]
+    ys = [y for tr in points for y in tr["y"]]
     assert ys and min(ys) >= 1.0 - 1e-9, "no simulated time is below its lower bound"
-    ours = [y for tr in time_chart["data"] for x, y in zip(tr["x"], tr["y"]) if x in ("auto", "normal")]
+    ours = [y for tr in points for x, y in zip(tr["x"], tr["y"]) if x in ("auto", "normal")]
     assert max(ours) < 50, "with the latency floor small cases are not reported at 10,000x"
     assert time_chart["layout"]["yaxis"]["title"]["text"] == "simulated time / lower bound (x)"
     mem = charts["Largest shard per device over max(src, dst) (baseline knobs)"]
-    got = sorted(y for tr in mem["data"] for y in tr["y"])
+    got = sorted(y for tr in mem["data"] if tr["mode"] == "markers" for y in tr["y"])
+    assert [tr["y"] for tr in mem["data"] if tr["mode"] == "lines"][0][0] == 1.0
     assert got == sorted(r["max_shard_over_bound"] for r in rows if r["status"] == "ok" and r["baseline"])
     assert "Peak live bytes (input + output of a step) over max(src, dst)" in charts
     what = [t for t in charts if t.startswith("What if: simulated time of case ")]

@@ -764,9 +764,10 @@ def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None
                         marker=dict(color=_PALETTE[i % len(_PALETTE)], size=9, opacity=0.75),
                         text=part["case"].astype(str).tolist(),
                         hovertemplate="%{text}<br>%{x} on " + m + "<br>%{y:.3~g}x<extra></extra>")
-    if bound is not None:
-        fig.add_hline(y=bound, line_dash="dash", line_color="#1B7F3A", annotation_text=bound_label,
-                      annotation_position="top left")
+    if bound is not None and planners:
+        # a trace, not add_hline: on a log axis add_hline misplaces its annotation
+        fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
+                        line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
     fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
     fig.update_yaxes(title=y_title, type="log")
     fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
