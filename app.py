@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from ui import machines, plans, runs, scenario, share  # noqa: E402
+from ui.errors import escape_md  # noqa: E402
 
 st.set_page_config(page_title="Redistribution explorer", page_icon=":material/swap_horiz:",
                    layout="wide")
@@ -48,7 +49,7 @@ try:
     if page.url_path in SCENARIO_PAGES:
         scenario.render_sidebar(machines.machine_profiles(), plans.planners(), machines.default_size)
         for w in share.url_warnings():
-            st.sidebar.warning(w)
+            st.sidebar.warning(escape_md(w))
     page.run()
     share.save_page_fields()
     share.sync_url()
@@ -56,5 +57,5 @@ try:
 except Exception as e:  # noqa: BLE001 - the last net: one line on the page, never a traceback
     if type(e).__module__.startswith("streamlit"):  # st.rerun / st.stop and friends
         raise
-    st.error(f"Something went wrong on this page: {type(e).__name__}: {e}. The other pages still "
-             "work; please report this with the link in the address bar.")
+    st.error(escape_md(f"Something went wrong on this page: {type(e).__name__}: {e}. The other pages still "
+             "work; please report this with the link in the address bar."))

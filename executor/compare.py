@@ -96,3 +96,75 @@ def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = 
         out["_results"] = results
         out["_plan"] = plan
     return out
+
+
+# -- one path for both sides: every strategy compiled by the machine's own compiler ---------
+#: Strategies :func:`compiled_schedule` compiles: our plan, XLA's reshard under either
+#: partitioner, and Shardy's reshard-to-collectives plan (:mod:`executor.shardy`).
+COMPILED_STRATEGIES = ("ours", "xla-shardy", "xla-gspmd", "shardy-r2c")
+#: What the CPU backend does to narrow floats, and what the schedule says about it.
+CPU_WIDENS = ("XLA's CPU backend widens bfloat16/float16 collectives to float32: compiled as float32, "
+              "byte counts scaled to {dtype}")
+
+
+def compiled_schedule(machine_spec: str, strategy: str, mesh, src, dst, *, plan=None,
+                      dtype: str = "float32", placement=None):
+    """``strategy``'s program for ``src -> dst`` compiled by the compiler of the machine
+    ``machine_spec`` (``profile:size``), read back from its HLO by the one reader
+    (:func:`executor.hlo.hlo_to_schedule`).
+
+    * TPU profiles: libtpu, ahead of time for the slice, mesh placed as the simulator
+      places it (``placement``);
+    * GPU profiles: XLA's GPU compiler from JAX's CUDA plugin (no GPU needed);
+    * ``cpu-*`` profiles: XLA's CPU backend (the JAX backend must have ``mesh.size``
+      CPU devices). It widens 2-byte floats in collectives to float32, so a 2-byte case
+      is compiled as float32 and its bytes scaled back (``meta['dtype_handling']``).
+
+    ``meta`` carries ``compiler`` (``libtpu``, ``xla-gpu``, ``xla-cpu``), ``target``,
+    ``temp_bytes``, ``output_bytes``, ``compile_s``, ``full_remat`` and
+    ``dtype_handling``. A target whose compiler is missing raises a one-line
+    :class:`executor.tpu.TargetError` naming the ``pip install``."""
+    from executor import tpu
+    from executor.errors import ExecutorError
+    from executor.run import resolve_dtype
+
+    if strategy not in COMPILED_STRATEGIES:
+        raise ExecutorError(f"strategy {strategy!r}: use one of {list(COMPILED_STRATEGIES)}")
+    mesh, src, dst = parse_case(mesh, src, dst)
+    dtype, itemsize = resolve_dtype(dtype, None)
+    if strategy == "shardy-r2c":
+        from executor.shardy import shardy_plan
+
+        plan = shardy_plan(mesh, src, dst, itemsize)
+    elif strategy == "ours" and plan is None:
+        plan = synthesize(mesh, src, dst, itemsize=itemsize)
+    compiler = tpu.compiler_for_profile(machine_spec)
+    part = strategy.removeprefix("xla-") if strategy.startswith("xla-") else None
+    if compiler == "xla-cpu":
+        from executor.extract import plan_schedule, scale_schedule_bytes, xla_schedule
+
+        if placement not in (None, "", "default", "row-major"):
+            raise ExecutorError(f"placement {placement!r}: the CPU backend has no chips to place devices on")
+        cdtype = "float32" if dtype in ("bfloat16", "float16") else dtype
+        if part:
+            s = xla_schedule(mesh, src, dst, partitioner=part, dtype=cdtype)
+        else:
+            s = plan_schedule(plan, dtype=cdtype)
+        s = scale_schedule_bytes(s, itemsize, 4) if cdtype != dtype else s
+        s.meta.update({"compiler": "xla-cpu", "target": str(machine_spec),
+                       "dtype_handling": CPU_WIDENS.format(dtype=dtype) if cdtype != dtype else f"compiled as {dtype}"})
+    else:
+        t = tpu.parse_target(machine_spec)
+        if part:
+            r = tpu.compile_xla(t, mesh, src, dst, part, dtype=dtype, placement=placement)
+        else:
+            r = tpu.compile_plan(t, plan, dtype=dtype, placement=placement)
+        s = r.schedule
+        s.meta["dtype_handling"] = f"compiled as {dtype}"
+    s.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
+                   "strategy": strategy if plan is None else f"ours-{plan.planner}" if strategy == "ours" else strategy})
+    if plan is not None:
+        s.meta["plan_steps"] = [str(c) for c in plan.steps]
+        if strategy == "shardy-r2c":
+            s.meta["shardy_ops"] = list(plan.notes)
+    return s

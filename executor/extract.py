@@ -18,8 +18,9 @@ import math
 from executor.errors import ExecutorError
 
 
-def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "float32"):
-    """The :class:`synth.Schedule` XLA compiles for ``src -> dst`` on ``mesh``."""
+def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "float32", with_hlo: bool = False):
+    """The :class:`synth.Schedule` XLA compiles for ``src -> dst`` on ``mesh`` (with
+    ``with_hlo``: ``(schedule, compiled HLO text)``)."""
     import jax
     import jax.numpy as jnp
 
@@ -49,6 +50,67 @@ def xla_schedule(mesh, src, dst, partitioner: str = "shardy", dtype: str = "floa
     sched = hlo_to_schedule(compiled.as_text(), num_devices=mesh.size,
                             global_bytes=math.prod(src.shape) * itemsize,
                             name=f"xla-{partitioner}: {mesh}", log=log)
-    sched.meta.update({"mesh": str(mesh), "dst": str(dst), "itemsize": itemsize,
-                       "strategy": f"xla-{partitioner}"})
+    mem = compiled.memory_analysis()
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
+                       "strategy": f"xla-{partitioner}", "temp_bytes": int(mem.temp_size_in_bytes),
+                       "output_bytes": int(mem.output_size_in_bytes), "compile_only": True})
+    return (sched, compiled.as_text()) if with_hlo else sched
+
+
+def scale_schedule_bytes(s, num: int, den: int):
+    """``s`` with every byte count scaled by ``num / den`` (an element size change)."""
+    from dataclasses import replace
+
+    from synth.schedule import Schedule
+
+    if num == den:
+        return s
+
+    def sc(v):
+        return int(v) * num // den
+
+    ops = tuple(replace(o, in_bytes=sc(o.in_bytes), out_bytes=sc(o.out_bytes), send_bytes=sc(o.send_bytes),
+                        recv_bytes=sc(o.recv_bytes)) for o in s.ops)
+    meta = dict(s.meta)
+    for k in ("initial_bytes", "final_bytes", "peak_pair_bytes", "temp_bytes", "output_bytes", "global_bytes"):
+        if isinstance(meta.get(k), int):
+            meta[k] = sc(meta[k])
+    return Schedule(s.num_devices, ops, s.name, meta)
+
+
+def plan_schedule(plan, dtype: str = "float32"):
+    """Our plan's jitted ``shard_map`` program (the one :func:`executor.run.run_plan`
+    runs), compiled on the local backend from an abstract input (nothing runs), read
+    back from its HLO as a :class:`synth.Schedule` with ``meta['temp_bytes']``.
+
+    The JAX backend must already have ``plan.mesh.size`` devices."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    from executor.hlo import hlo_to_schedule
+    from executor.lowering import body_for
+    from executor.run import Layout, capture_fd2, jax_mesh, named_sharding
+
+    work = plan.work_mesh
+    src_w, dst_w = plan.work_types[0], plan.work_types[-1]
+    jmesh = jax_mesh(work)
+    src_s, dst_s = named_sharding(jmesh, src_w), named_sharding(jmesh, dst_w)
+    fn = jax.jit(jax.shard_map(body_for(plan), mesh=jmesh, in_specs=src_s.spec, out_specs=dst_s.spec,
+                               check_vma=False), out_shardings=dst_s)
+    x = jax.ShapeDtypeStruct(Layout(src_w, work).shape, jnp.dtype(dtype), sharding=src_s)
+    t0 = time.perf_counter()
+    with capture_fd2() as cap:
+        compiled = fn.lower(x).compile()
+    compile_s = time.perf_counter() - t0
+    itemsize = jnp.dtype(dtype).itemsize
+    sched = hlo_to_schedule(compiled.as_text(), num_devices=plan.mesh.size,
+                            global_bytes=math.prod(plan.src.shape) * itemsize,
+                            name=f"ours-{plan.planner}: {plan.mesh}", log=cap["text"])
+    mem = compiled.memory_analysis()
+    sched.meta.update({"mesh": str(plan.mesh), "src": str(plan.src), "dst": str(plan.dst), "itemsize": itemsize,
+                       "strategy": f"ours-{plan.planner}", "temp_bytes": int(mem.temp_size_in_bytes),
+                       "output_bytes": int(mem.output_size_in_bytes), "compile_s": compile_s,
+                       "compile_only": True})
     return sched

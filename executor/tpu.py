@@ -148,7 +148,12 @@ class Target:
 
     @property
     def compiler(self) -> str:
-        return "libtpu" if self.platform == "tpu" else "XLA GPU compiler (CUDA plugin)"
+        """The compiler id every row and figure names: ``libtpu`` or ``xla-gpu``."""
+        return "libtpu" if self.platform == "tpu" else "xla-gpu"
+
+    @property
+    def compiler_text(self) -> str:
+        return COMPILER_TEXT[self.compiler]
 
     @property
     def spec(self) -> str:
@@ -175,6 +180,46 @@ class Target:
 
     def __str__(self) -> str:
         return self.spec
+
+
+#: What each compiler id means (rows, reports and the app print the id).
+COMPILER_TEXT = {
+    "libtpu": "XLA's TPU compiler (libtpu), ahead of time for the slice",
+    "xla-gpu": "XLA's GPU compiler (JAX's CUDA plugin), ahead of time for the GPUs",
+    "xla-cpu": "XLA's CPU backend on this host's virtual CPU devices",
+    "none": "not compiled: the plan's own device-level schedule",
+}
+
+
+def compiler_for_profile(profile: str) -> str:
+    """The compiler that compiles programs for a machine profile: ``libtpu`` for TPU
+    profiles, ``xla-gpu`` for GPU profiles, ``xla-cpu`` for ``cpu-*`` profiles."""
+    p = str(profile).split(":", 1)[0].strip().lower()
+    if p.startswith("calibrated/"):
+        p = p.split("/", 1)[1]
+    if p in TPU_TARGETS or p.startswith("tpu-"):
+        return "libtpu"
+    if p.startswith("cpu"):
+        return "xla-cpu"
+    return "xla-gpu"
+
+
+def compiler_missing(profile: str) -> str | None:
+    """``None`` when the target's own compiler can compile for ``profile`` here, else why
+    not (one line): then a comparison on that machine is collectives-only."""
+    p = str(profile).split(":", 1)[0].strip().lower()
+    c = compiler_for_profile(p)
+    if c == "xla-cpu":
+        return None
+    if c == "libtpu":
+        if p not in TPU_TARGETS:
+            return f"libtpu has no topology name for profile {p!r} (known: {sorted(TPU_TARGETS)})"
+        why = libtpu_status()
+        return f"{why}; {INSTALL_HINT}" if why else None
+    if p not in GPU_TARGETS:
+        return f"no GPU description for profile {p!r} to compile for (known: {sorted(GPU_TARGETS)})"
+    why = gpu_plugin_status()
+    return f"{why}; {gpu_install_hint()}" if why else None
 
 
 def is_tpu_target(text) -> bool:
@@ -411,7 +456,9 @@ def _finish(strategy, t, compiled, log, mesh, src, dst, itemsize, compile_s) -> 
                             name=f"{strategy} on {t.spec}: {mesh}", log=log)
     mem = compiled.memory_analysis()
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
-                       "strategy": strategy, "compiler": f"{t.platform}:{t.spec}", "target": t.spec})
+                       "strategy": strategy, "compiler": t.compiler, "target": t.spec,
+                       "temp_bytes": int(mem.temp_size_in_bytes), "output_bytes": int(mem.output_size_in_bytes),
+                       "compile_s": compile_s, "compile_only": True})
     return TpuCompiled(strategy, t.spec, sched, int(mem.temp_size_in_bytes), int(mem.argument_size_in_bytes),
                        int(mem.output_size_in_bytes), compile_s, bool(sched.meta.get("full_remat")), text, log,
                        t.compiler)
@@ -465,7 +512,10 @@ def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> T
                                check_vma=False), out_shardings=dst_s)
     x = _abstract_input(jmesh, src_w, dtype, work)
     t0 = time.perf_counter()
-    with capture_fd2() as cap:
+    from executor.run import compile_guard
+
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", f"{t.platform}:{t.spec}"), \
+            capture_fd2() as cap:
         compiled = fn.lower(x).compile()
     return _finish(f"ours-{plan.planner}", t, compiled, cap["text"], mesh, plan.src, plan.dst, itemsize,
                    time.perf_counter() - t0)
@@ -502,6 +552,14 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
     for p in ("shardy", "gspmd"):
         out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
+    from executor.shardy import ShardyError, shardy_plan
+
+    try:  # Shardy's own reshard-to-collectives plan, compiled like ours (executor.shardy)
+        sp = shardy_plan(mesh, src, dst, itemsize)
+        out["shardy_r2c"] = compile_plan(t, sp, dtype=dtype, placement=placement).to_dict()
+        out["shardy_r2c"]["plan_steps"] = [str(c) for c in sp.steps]
+    except ShardyError as e:
+        out["shardy_r2c"] = {"error": str(e)}
     return out
 
 

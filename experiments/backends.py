@@ -31,7 +31,7 @@ def _our_planners() -> tuple[str, ...]:
 
 OUR_PLANNERS = _our_planners()  # easy, normal (and search when synth has it)
 XLA_PLANNERS = {"xla-shardy": "shardy", "xla-gspmd": "gspmd"}
-PLANNERS = OUR_PLANNERS + tuple(XLA_PLANNERS)
+PLANNERS = OUR_PLANNERS + tuple(XLA_PLANNERS) + ("shardy-r2c",)
 
 #: Largest mesh for which XLA's CPU backend compiles here: at 4096 virtual devices the
 #: compile fails with "Multiprocess computations aren't implemented on the CPU backend"
@@ -39,8 +39,11 @@ PLANNERS = OUR_PLANNERS + tuple(XLA_PLANNERS)
 XLA_MAX_DEVICES = 2048
 
 
-def needs_jax(planner: str, measure: bool) -> bool:
-    return planner in XLA_PLANNERS or measure
+def needs_jax(planner: str, measure: bool, profiles=()) -> bool:
+    """Whether a unit needs JAX with its case's number of CPU devices: XLA's schedule
+    (compiled on the CPU backend unless the machine's compiler is elsewhere), a local
+    measurement, or any program compiled for a ``cpu-*`` machine."""
+    return planner in XLA_PLANNERS or measure or any(str(p).startswith("cpu") for p in profiles)
 
 
 # -- schedules ---------------------------------------------------------------------------
@@ -68,35 +71,67 @@ def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placemen
     return plan, plan.to_schedule()
 
 
-#: Hardware profiles whose XLA baseline is compiled by XLA's TPU compiler (libtpu, ahead
-#: of time, for the machine's slice: executor.tpu). Other machines (GPU, CPU) get the
-#: schedule of XLA's CPU backend, labelled ``xla_compiler = "cpu"`` in every row.
+#: Hardware profiles whose programs are compiled by XLA's TPU compiler (libtpu, ahead of
+#: time, for the machine's slice: executor.tpu).
 TPU_PROFILES = ("tpu-v5p", "tpu-v4", "tpu-v5e", "tpu-v6e")
 #: The TPU compiler compiles for whole slices; libtpu handles 4096 chips in seconds.
 TPU_MAX_DEVICES = 8960
+#: Baselines that are plans from another lowering: Shardy's reshard-to-collectives pass
+#: (executor.shardy), lowered and compiled like ours.
+SHARDY_PLANNERS = ("shardy-r2c",)
+#: Our planners whose plans are compiled by the machine's compiler by default
+#: (``runner.compile``); the others keep the plan's own schedule (``compiler = none``).
+DEFAULT_COMPILE = ("auto",)
+
+
+def compiler_for(machine) -> str:
+    """The compiler of ``machine``'s own programs: ``libtpu`` (TPU profiles), ``xla-gpu``
+    (GPU profiles) or ``xla-cpu`` (``cpu-*`` profiles)."""
+    from executor.tpu import compiler_for_profile
+
+    return compiler_for_profile(getattr(machine, "name", "cpu"))
+
+
+_MISSING: dict = {}
+
+
+def compiler_missing(machine) -> str | None:
+    """``None`` when ``machine``'s compiler is installed here, else why not (one line)."""
+    from executor.tpu import compiler_missing as why
+
+    name = getattr(machine, "name", "cpu")
+    if name not in _MISSING:
+        _MISSING[name] = why(name)
+    return _MISSING[name]
 
 
 def xla_compiler_for(machine) -> str:
-    """``"tpu"`` when XLA's baseline for ``machine`` is compiled by libtpu for its slice,
-    else ``"cpu"`` (XLA's CPU backend's HLO)."""
-    return "tpu" if machine is not None and getattr(machine, "name", None) in TPU_PROFILES else "cpu"
+    """Which compiler produces XLA's schedule on ``machine``: the machine's own when it is
+    installed (``libtpu``, ``xla-gpu``, ``xla-cpu``), else ``xla-cpu`` (XLA's CPU backend's
+    HLO; the comparison on that machine is then collectives-only)."""
+    if machine is None:
+        return "xla-cpu"
+    return compiler_for(machine) if compiler_missing(machine) is None else "xla-cpu"
 
 
 def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA_MAX_DEVICES,
                  machine=None, placement=None) -> Schedule:
     """XLA's resharding of ``case`` as a :class:`synth.Schedule` (``meta['full_remat']``,
-    ``meta['xla_compiler']``).
+    ``meta['compiler']``, ``meta['temp_bytes']``).
 
-    On a TPU ``machine`` (a profile in :data:`TPU_PROFILES`, sized for the case) XLA's
-    TPU compiler compiles the reshard for that slice (libtpu, no TPU needed), with the
-    mesh placed on chips as the simulator places it (``placement``); the schedule also
-    carries the compiled ``temp_bytes``. Otherwise the schedule comes from XLA's CPU
-    backend, in a process whose JAX backend has exactly ``case.num_devices`` CPU
-    devices (the runner starts such workers). No array is materialized either way."""
+    Compiled by ``machine``'s own compiler when it is installed (TPU: libtpu for the
+    slice, the mesh placed on chips as the simulator places it; GPU: XLA's GPU compiler;
+    ``cpu-*``: the CPU backend), through :func:`executor.compare.compiled_schedule`, the
+    path our compiled plans take. Where it is not installed, the schedule is XLA's CPU
+    backend's HLO (``compiler = xla-cpu``) and the row's notes say the comparison is
+    collectives-only. CPU compiles run in a process whose JAX backend has exactly
+    ``case.num_devices`` CPU devices (the runner starts such workers). No array is
+    materialized either way."""
     if planner not in XLA_PLANNERS:
         raise ExperimentError(f"planner {planner!r} is not an XLA planner ({sorted(XLA_PLANNERS)})")
-    if xla_compiler_for(machine) == "tpu":
-        return _tpu_xla_schedule(case, planner, itemsize, machine, placement)
+    comp = xla_compiler_for(machine)
+    if comp in ("libtpu", "xla-gpu"):
+        return _target_xla_schedule(case, planner, itemsize, machine, placement)
     n = case.num_devices
     if n > max_devices:
         raise ExperimentError(
@@ -114,25 +149,53 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     sched = executor.xla_schedule(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=EXTRACT_DTYPE)
     sched = slices_as_slices(rescale_schedule(sched, itemsize, EXTRACT_ITEMSIZE))
     # Name the redistribution so the lower bound is the same one our plans get.
+    dt = _dtype_for(case, itemsize)
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
-                       "extracted_dtype": EXTRACT_DTYPE, "xla_compiler": "cpu"})
+                       "extracted_dtype": EXTRACT_DTYPE, "compiler": "xla-cpu",
+                       "dtype_handling": (f"compiled as {EXTRACT_DTYPE}, bytes scaled to {dt}"
+                                          if itemsize != EXTRACT_ITEMSIZE else f"compiled as {dt}")})
+    if machine is not None and compiler_for(machine) != "xla-cpu":
+        sched.meta["collectives_only"] = (f"collectives-only on {machine.spec}: its compiler is not installed "
+                                          f"({compiler_missing(machine)}); XLA's schedule is the CPU backend's")
     return sched
 
 
-def _tpu_xla_schedule(case: Case, planner: str, itemsize: int, machine, placement) -> Schedule:
-    from executor import tpu
+def _target_xla_schedule(case: Case, planner: str, itemsize: int, machine, placement) -> Schedule:
+    from executor.compare import compiled_schedule
 
     mesh, src, dst = case.parsed()
     if case.num_devices > TPU_MAX_DEVICES:
         raise ExperimentError(f"{planner}: mesh {case.mesh} has {case.num_devices} devices; TPU slices "
                               f"have at most {TPU_MAX_DEVICES} chips")
-    target = tpu.parse_target(machine.spec)
-    sched = tpu.xla_schedule(target, mesh, src, dst, partitioner=XLA_PLANNERS[planner],
-                             dtype=_dtype_for(case, itemsize), placement=resolve_placement(placement, mesh))
+    sched = compiled_schedule(machine.spec, planner, mesh, src, dst, dtype=_dtype_for(case, itemsize),
+                              placement=resolve_placement(placement, mesh))
     sched = slices_as_slices(sched)
-    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
-                       "xla_compiler": "tpu", "xla_target": target.spec})
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
     return sched
+
+
+def compiled_plan_schedule(case: Case, plan, itemsize: int, machine, placement=None,
+                           strategy: str = "ours") -> Schedule:
+    """Our plan (or Shardy's, ``strategy='shardy-r2c'``) compiled by ``machine``'s own
+    compiler and read back from its HLO, exactly as XLA's reshard is
+    (:func:`executor.compare.compiled_schedule`); local ops are in the schedule."""
+    from executor.compare import compiled_schedule
+
+    mesh, src, dst = case.parsed()
+    place = resolve_placement(placement, mesh) if compiler_for(machine) == "libtpu" else None
+    sched = compiled_schedule(machine.spec, strategy, mesh, src, dst, plan=plan,
+                              dtype=_dtype_for(case, itemsize), placement=place)
+    sched = slices_as_slices(sched)
+    sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
+    return sched
+
+
+def shardy_plan(case: Case, itemsize: int):
+    """Shardy's reshard-to-collectives plan for ``case`` (:mod:`executor.shardy`)."""
+    from executor.shardy import shardy_plan as build
+
+    mesh, src, dst = case.parsed()
+    return build(mesh, src, dst, itemsize)
 
 
 EXTRACT_DTYPE, EXTRACT_ITEMSIZE = "float32", 4
@@ -280,6 +343,9 @@ def resolve_placement(name, mesh):
     return name
 
 
+from synth.schedule import LOCAL_KINDS  # noqa: E402 - the schedule kinds that move no data between devices
+
+
 def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "simpy") -> dict:
     """``time_s``, ``lower_bound_s``, ``peak_bytes`` of ``schedule`` on ``machine``.
 
@@ -296,7 +362,9 @@ def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "s
         lb, _ = analytic.schedule_lower_bound(schedule, machine, chips)
         m = schedule_metrics(schedule)
         comm = sum(t for o, t in zip(schedule.ops, at["ops_s"]) if not o.is_local)
-        return {"time_s": float(at["time_s"]), "comm_time_s": float(comm), "lower_bound_s": float(lb),
+        local = sum(t for o, t in zip(schedule.ops, at["ops_s"]) if o.is_local)
+        return {"time_s": float(at["time_s"]), "comm_time_s": float(comm), "local_time_s": float(local),
+                "lower_bound_s": float(lb),
                 "peak_bytes": m["peak_pair_bytes"], "sim_backend": "analytic"}
     if engine != "simpy":
         raise ExperimentError(f"runner.simulator {engine!r}: use 'simpy' or 'analytic'")
@@ -312,7 +380,9 @@ def simulate(schedule: Schedule, machine, mesh, placement=None, engine: str = "s
         "peak_bytes": int(r.peak_bytes_max_device),
         "sim_backend": "simpy",
         # Time in communicating ops only (local copies and slices left out).
-        "comm_time_s": float(sum(o["duration_s"] for o in r.ops if o["kind"] not in ("dyn_slice", "copy"))),
+        "comm_time_s": float(sum(o["duration_s"] for o in r.ops if o["kind"] not in LOCAL_KINDS)),
+        # Time in local ops (copies, slices, transposes: HBM traffic at the profile's rate).
+        "local_time_s": float(sum(o["duration_s"] for o in r.ops if o["kind"] in LOCAL_KINDS)),
     }
     link = getattr(r, "link_bytes_max", None)
     if link is not None:
@@ -343,20 +413,37 @@ def measure(case: Case, planner: str, itemsize: int, warmup: int = 2, repeats: i
 def xla_schedule_cached(cache: dict, case: Case, planner: str, itemsize: int, max_devices: int,
                         machine, placement=None) -> Schedule:
     """:func:`xla_schedule` for ``machine``, built once per unit and compiler target:
-    once on XLA's CPU backend for all non-TPU machines, once per TPU slice and placement."""
-    if xla_compiler_for(machine) == "tpu":
-        key = ("tpu", machine.spec, str(placement or "default"))
+    once on XLA's CPU backend for the machines that fall back to it, once per machine
+    size (and, on TPU, per placement) for the others."""
+    comp = xla_compiler_for(machine)
+    if comp == "libtpu":
+        key = ("libtpu", machine.spec, str(placement or "default"))
+    elif comp == "xla-gpu":
+        key = ("xla-gpu", machine.spec)
     else:
-        key = ("cpu",)
+        key = ("xla-cpu", compiler_for(machine) == "xla-cpu")
         placement = None
+    return _cached(cache, key, lambda: xla_schedule(case, planner, itemsize, max_devices, machine=machine,
+                                                    placement=placement))
+
+
+def _cached(cache: dict, key, build):
     if key not in cache:
         try:
-            cache[key] = xla_schedule(case, planner, itemsize, max_devices, machine=machine, placement=placement)
+            cache[key] = build()
         except Exception as e:  # noqa: BLE001 - remembered so every row of this target reports it once
             cache[key] = e
     if isinstance(cache[key], Exception):
         raise cache[key]
     return cache[key]
+
+
+def compiled_plan_cached(cache: dict, case: Case, plan, itemsize: int, machine, placement=None,
+                         strategy: str = "ours") -> Schedule:
+    """:func:`compiled_plan_schedule`, once per plan, machine size and placement."""
+    key = (strategy, plan.to_json() if hasattr(plan, "to_json") else repr(plan), machine.spec,
+           str(placement or "default") if compiler_for(machine) == "libtpu" else "")
+    return _cached(cache, key, lambda: compiled_plan_schedule(case, plan, itemsize, machine, placement, strategy))
 
 
 # -- memory measured by the TPU compiler ------------------------------------------------------

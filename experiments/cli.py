@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "where ours is <= XLA's and where XLA rematerialized the whole array.")
     tm.add_argument("--suites", default="transformer,xla-issues", help="comma-separated (default: %(default)s)")
     tm.add_argument("--profiles", default="tpu-v5p,tpu-v4", help="comma-separated (default: %(default)s)")
-    tm.add_argument("--planner", default="auto", help="our planner (default: %(default)s)")
+    from synth.planners import PLANNERS
+
+    tm.add_argument("--planner", default="auto", choices=sorted(PLANNERS), help="our planner (default: %(default)s)")
     tm.add_argument("--json", action="store_true", help="print one JSON document")
     s = sub.add_parser("suites", help="list suites and their cases")
     s.add_argument("--suite", default=None, help="only this suite")
@@ -98,8 +100,9 @@ def main(argv=None) -> int:
             return print_tpu_memory(args)
         return 2
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        from synth.cliutil import report_error
+
+        return report_error(e, argv)
     except BrokenPipeError:  # e.g. piped into `head`
         try:
             sys.stdout = open(os.devnull, "w")

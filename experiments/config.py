@@ -245,6 +245,20 @@ class RunnerSchema(_Strict):
     xla_max_devices: Annotated[_PosInt, AfterValidator(_max("cpu_devices"))] = XLA_MAX_DEVICES
     unit_delay_s: Annotated[_Number, AfterValidator(_finite_nonneg), Field(le=3600)] = 0.0
     simulator: str = "simpy"
+    #: Our planners whose plans are compiled by each machine's own compiler (the others
+    #: keep the plan's own schedule, ``compiler = none``; their totals are not compared
+    #: with XLA's, only their collectives).
+    compile: Annotated[list[str], Field(max_length=MAX_LIST)] = ["auto"]
+
+    @field_validator("compile")
+    @classmethod
+    def _compile(cls, v):
+        from experiments.backends import OUR_PLANNERS
+
+        for pl in v:
+            if pl not in OUR_PLANNERS:
+                raise ValueError(f"runner.compile: {pl!r} is not one of our planners {list(OUR_PLANNERS)}")
+        return v
 
     @field_validator("simulator")
     @classmethod

@@ -17,10 +17,11 @@ from experiments.case import ExperimentError
 ROW_FIELDS = [
     "id", "status", "error", "suite", "case", "layout", "ref", "mesh", "num_devices", "src", "dst",
     "shape", "dtype", "itemsize", "array_bytes", "machine", "planner", "bandwidth_scale",
-    "latency_scale", "placement", "baseline", "time_s", "comm_time_s", "lower_bound_s", "time_over_lb",
+    "latency_scale", "placement", "baseline", "compiler", "time_s", "comm_time_s", "local_time_s",
+    "lower_bound_s", "time_over_lb", "temp_bytes",
     "peak_bytes", "bound_bytes", "max_shard_bytes", "max_shard_over_bound", "peak_over_bound",
     "peak_live_bytes", "recv_bytes_max_device", "recv_lower_bound_bytes", "num_collectives",
-    "num_ops", "full_remat", "xla_compiler", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
+    "num_ops", "full_remat", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
     "measured_correct", "schedule_s", "wall_s", "sim_backend", "itemsize_knob", "notes",
 ]
 
@@ -63,7 +64,16 @@ def _message(e: BaseException) -> str:
 
 
 def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts=None,
-             delay_s: float = 0.0, engine: str = "simpy") -> list[dict]:
+             delay_s: float = 0.0, engine: str = "simpy", compile_planners=backends.DEFAULT_COMPILE) -> list[dict]:
+    """The rows of one unit. Each row's schedule, and so its ``compiler``:
+
+    * XLA's reshard: compiled by the row's machine's compiler (libtpu, xla-gpu,
+      xla-cpu), or by the CPU backend where that compiler is not installed (the row's
+      notes say the comparison is collectives-only);
+    * ``shardy-r2c`` and our planners listed in ``compile_planners``: the plan's
+      ``shard_map`` program compiled by the machine's compiler when it is installed,
+      read back from its HLO like XLA's (local ops included); otherwise, and for the
+      other planners, the plan's own schedule (``compiler = none``)."""
     t0 = time.perf_counter()
     try:
         if delay_s:
@@ -74,21 +84,15 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
 
         bound = max(src.shard_elems(mesh), dst.shard_elems(mesh)) * unit.itemsize
         lb_bytes = recv_lower_bound_bytes(mesh, src, dst, unit.itemsize)
-        notes, full_remat = "", None
-        if unit.planner == "auto":
-            # auto plans for the machine it runs on: it is synthesized per row below, with
-            # the machine's cost (models.plan_cost), so it can differ between machines.
-            sched, sm, peak_live = None, None, None
-        elif unit.planner in backends.OUR_PLANNERS:
-            plan, sched = backends.our_schedule(case, unit.planner, unit.itemsize)
+        notes, plan = "", None
+        if unit.planner in backends.OUR_PLANNERS and unit.planner != "auto":
+            plan, _ = backends.our_schedule(case, unit.planner, unit.itemsize)
+        elif unit.planner in backends.SHARDY_PLANNERS:
+            plan = backends.shardy_plan(case, unit.itemsize)
+        # auto plans for the machine it runs on (per row below, with the machine's cost);
+        # XLA's schedule depends on the machine's compiler (per row below).
+        if plan is not None:
             notes = "; ".join(plan.notes)
-            peak_live = plan.peak_live_bytes
-        else:
-            # XLA's schedule depends on the machine (TPU machines: compiled for the slice
-            # by libtpu; others: XLA's CPU HLO), so it is built per row below.
-            sched, sm, peak_live = None, None, None
-        if sched is not None:
-            sm = backends.schedule_metrics(sched)
         schedule_s = time.perf_counter() - t0
         measured = {}
         if unit.measure:
@@ -99,9 +103,10 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
     except Exception as e:  # noqa: BLE001 - every failure becomes error rows
         return error_rows(unit, "error", _message(e))
 
+    compiles = unit.planner in backends.SHARDY_PLANNERS or unit.planner in tuple(compile_planners or ())
     rows = []
     machines: dict = {}
-    xla_scheds: dict = {}
+    cache: dict = {}
     auto_plans: dict = {}
     for rid, m, k in unit.rows:
         r = base_row(unit, rid, m, k)
@@ -113,31 +118,49 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
             if key not in machines:
                 machines[key] = backends.load_machine(m.profile, case.num_devices, m.sizes_dict(),
                                                       k.bandwidth_scale, k.latency_scale)
-            rsched, rsm, rpeak, rremat = sched, sm, peak_live, full_remat
+            machine = machines[key]
+            rplan, row_notes = plan, [notes]
             if unit.planner == "auto":
                 akey = (key, k.placement)
                 if akey not in auto_plans:
-                    auto_plans[akey] = backends.our_schedule(case, "auto", unit.itemsize,
-                                                             machine=machines[key], placement=k.placement)
-                aplan, rsched = auto_plans[akey]
-                rsm, rpeak = backends.schedule_metrics(rsched), aplan.peak_live_bytes
-                r["notes"] = "; ".join(x for x in (*aplan.notes, notes) if x)
-                r["schedule_s"] = schedule_s + time.perf_counter() - t1
-            elif rsched is None:
-                rsched = backends.xla_schedule_cached(xla_scheds, case, unit.planner, unit.itemsize,
-                                                      xla_max_devices, machines[key], k.placement)
-                rsm = backends.schedule_metrics(rsched)
-                rpeak = int(rsched.meta.get("peak_pair_bytes", rsm["peak_pair_bytes"]))
-                rremat = bool(rsched.meta.get("full_remat"))
-                r["notes"] = "; ".join(x for x in (str(rsched.meta.get("full_remat_reason", "")), notes) if x)
-                r["xla_compiler"] = rsched.meta.get("xla_compiler")
+                    auto_plans[akey] = backends.our_schedule(case, "auto", unit.itemsize, machine=machine,
+                                                             placement=k.placement)[0]
+                rplan = auto_plans[akey]
+                row_notes = list(rplan.notes) + [notes]
+            if unit.planner in backends.XLA_PLANNERS:
+                rsched = backends.xla_schedule_cached(cache, case, unit.planner, unit.itemsize, xla_max_devices,
+                                                      machine, k.placement)
+                row_notes = [str(rsched.meta.get("full_remat_reason", "")), notes]
+            elif compiles and backends.compiler_missing(machine) is None:
+                strategy = "shardy-r2c" if unit.planner in backends.SHARDY_PLANNERS else "ours"
+                rsched = backends.compiled_plan_cached(cache, case, rplan, unit.itemsize, machine, k.placement,
+                                                       strategy)
+            else:
+                rsched = rplan.to_schedule()
+                rsched.meta["compiler"] = "none"
+                if compiles:
+                    rsched.meta["collectives_only"] = (f"not compiled: {machine.spec}'s compiler is not installed "
+                                                       f"({backends.compiler_missing(machine)})")
+            rsm = backends.schedule_metrics(rsched)
+            rpeak = (rplan.peak_live_bytes if rplan is not None and rsched.meta.get("compiler") == "none"
+                     else int(rsched.meta.get("peak_pair_bytes", rsm["peak_pair_bytes"])))
+            row_notes += [str(rsched.meta.get(x, "")) for x in ("collectives_only",)]
+            if rsched.meta.get("compiler") == "xla-cpu" and "float32" in str(rsched.meta.get("dtype_handling", "")) \
+                    and unit.itemsize != 4:
+                row_notes.append(str(rsched.meta["dtype_handling"]))
+            r["notes"] = "; ".join(x for x in row_notes if x)
+            r["compiler"] = rsched.meta.get("compiler", "none")
+            r["temp_bytes"] = rsched.meta.get("temp_bytes")
+            if unit.planner != "auto" or rsched.meta.get("compiler") != "none":
                 r["schedule_s"] = schedule_s + time.perf_counter() - t1
             r.update({
                 "max_shard_bytes": rsm["max_buffer_bytes"], "max_shard_over_bound": rsm["max_buffer_bytes"] / bound,
                 "peak_live_bytes": int(rpeak), "recv_bytes_max_device": rsm["recv_bytes_max_device"],
-                "num_collectives": rsm["num_collectives"], "num_ops": rsm["num_ops"], "full_remat": rremat,
+                "num_collectives": rsm["num_collectives"], "num_ops": rsm["num_ops"],
+                "full_remat": bool(rsched.meta.get("full_remat")) if unit.planner in backends.XLA_PLANNERS
+                else None,
             })
-            sim = backends.simulate(rsched, machines[key], mesh, k.placement, engine)
+            sim = backends.simulate(rsched, machine, mesh, k.placement, engine)
             r.update(sim)
             if r.get("lower_bound_s"):
                 r["time_over_lb"] = r["time_s"] / r["lower_bound_s"]

@@ -58,23 +58,128 @@ def system_of_profile(spec) -> str | None:
     return _SYSTEMS[base]
 
 
-def load_rows(path=DATA) -> list[dict]:
-    import yaml
+#: the largest validation file read (bytes); rows are a few hundred bytes each
+MAX_DATA_BYTES = 4 << 20
+#: the most rows one file may hold
+MAX_ROWS = 10_000
+COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
+
+@lru_cache(maxsize=1)
+def _row_schema():
+    from typing import Literal
+
+    from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+    Pos = Field(default=None, gt=0, allow_inf_nan=False)
+
+    class Row(BaseModel):
+        """One published measurement (see the header of ``simulator/data/published.yaml``)."""
+
+        model_config = ConfigDict(extra="forbid", strict=False)
+        id: str = Field(min_length=1, max_length=80)
+        source: str = Field(min_length=1, max_length=2000)
+        system: str = Field(min_length=1, max_length=300)
+        profile: str = Field(min_length=1, max_length=200)
+        collective: Literal[COLLECTIVES]
+        devices: int = Field(gt=0, le=65536)
+        groups: int = Field(default=1, gt=0, le=65536)
+        size_bytes: int = Field(gt=0, le=1 << 50)
+        time_s: float | None = Pos
+        busbw_GBps: float | None = Pos
+        algbw_GBps: float | None = Pos
+        groups_along: str | None = Field(default=None, max_length=16)
+        algorithm: str | None = Field(default=None, max_length=40)
+        overrides: dict[str, int | float] | None = None
+        fit: bool = False
+        origin: str | None = Field(default=None, max_length=40)
+        note: str | None = Field(default=None, max_length=2000)
+
+        @field_validator("devices", "groups", "size_bytes", mode="before")
+        @classmethod
+        def _whole(cls, v):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError("expected a whole number")
+            return v
+
+        @field_validator("time_s", "busbw_GBps", "algbw_GBps", mode="before")
+        @classmethod
+        def _number(cls, v):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError("expected a number")
+            return v
+
+        @model_validator(mode="after")
+        def _one_figure(self):
+            given = [k for k in ("time_s", "busbw_GBps", "algbw_GBps") if getattr(self, k) is not None]
+            if len(given) != 1:
+                raise ValueError(f"give exactly one of time_s, busbw_GBps, algbw_GBps (got {given or 'none'})")
+            if self.devices < 2:
+                raise ValueError("a collective needs at least 2 devices")
+            return self
+
+    return Row
+
+
+def _schema_error(e, path, i, raw) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err.get("loc", ())) or "row"
+    rid = raw.get("id", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+    got = ""
+    if isinstance(raw, dict) and err.get("loc") and err["loc"][0] in raw:
+        got = f" (got {str(raw[err['loc'][0]])[:60]!r})"
+    msg = err.get("msg", "invalid").replace("Value error, ", "")
+    return f"validate: {path}: row {rid}: {loc}: {msg}{got}; fix the row (see the header of {DATA.name})"
+
+
+def load_rows(path=DATA) -> list[dict]:
+    """The rows of a validation file, checked by a pydantic schema: a mapping with a non-empty
+    ``rows`` list of mappings, known keys only, positive finite sizes / times / bandwidths / device
+    counts, one measured figure per row, known collectives and system classes, unique ids.
+    Read through :func:`synth.fileio.read_text` (regular files only, UTF-8) and at most
+    :data:`MAX_DATA_BYTES`; raises :class:`RedistributionError` with one line naming the row."""
+    import yaml
+    from pydantic import ValidationError
+
+    from synth.fileio import read_text
+
+    p = Path(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        size = p.stat().st_size
+    except OSError:
+        size = 0
+    if size > MAX_DATA_BYTES:
+        raise RedistributionError(f"validate: cannot read {path}: {size:,} bytes, above the limit of "
+                                  f"{MAX_DATA_BYTES:,} for a validation file; split it")
+    try:
+        text = read_text(p, "validate: data file")
+    except RedistributionError as e:
         raise RedistributionError(f"validate: cannot read {path}: {e}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError) as e:
+        raise RedistributionError(f"validate: cannot read {path}: not valid YAML ({str(e).splitlines()[0]})") from None
     rows = raw.get("rows") if isinstance(raw, dict) else None
-    if not isinstance(rows, list):
-        raise RedistributionError(f"validate: {path} has no 'rows' list")
-    for r in rows:
-        for k in ("id", "source", "system", "profile", "collective", "devices", "size_bytes"):
-            if k not in r:
-                raise RedistributionError(f"validate: row {r.get('id', '?')} in {path} lacks {k!r}")
-        if not any(k in r for k in ("time_s", "busbw_GBps", "algbw_GBps")):
-            raise RedistributionError(f"validate: row {r['id']} gives none of time_s, busbw_GBps, algbw_GBps")
-    return rows
+    if not isinstance(rows, list) or not rows:
+        raise RedistributionError(f"validate: {path} has no 'rows' list (a mapping with a non-empty list "
+                                  f"under 'rows' is expected)")
+    if len(rows) > MAX_ROWS:
+        raise RedistributionError(f"validate: {path} has {len(rows):,} rows, above the limit of {MAX_ROWS:,}")
+    schema = _row_schema()
+    out, seen = [], set()
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise RedistributionError(f"validate: {path}: row #{i} is {type(r).__name__}, not a mapping; "
+                                      f"write each row as {{id: ..., source: ..., ...}}")
+        try:
+            row = schema.model_validate(r).model_dump(exclude_none=True)
+        except ValidationError as e:
+            raise RedistributionError(_schema_error(e, path, i, r)) from None
+        if row["id"] in seen:
+            raise RedistributionError(f"validate: {path}: row id {row['id']!r} appears twice; ids are unique")
+        seen.add(row["id"])
+        out.append(row)
+    return out
 
 
 def measured_time_s(row) -> float:
@@ -109,14 +214,19 @@ def row_op(row, machine):
 
     n, S, c = int(row["devices"]), int(row["size_bytes"]), row["collective"]
     if row.get("groups_along"):
+        if row["groups_along"] not in machine.dim_names:
+            raise RedistributionError(f"validate: row {row['id']}: groups_along {row['groups_along']!r} is not a "
+                                      f"dimension of {machine.spec} (one of {list(machine.dim_names)})")
         k = list(machine.dim_names).index(row["groups_along"])
         ids = np.arange(machine.num_devices).reshape(machine.dims)
         groups = tuple(tuple(int(x) for x in g) for g in np.moveaxis(ids, k, -1).reshape(-1, machine.dims[k]))
     else:
-        if n != machine.num_devices:
-            raise RedistributionError(f"validate: row {row['id']}: {n} devices but {machine.spec} has "
-                                      f"{machine.num_devices}")
-        groups = (tuple(range(n)),)
+        ng = int(row.get("groups", 1))
+        if n * ng != machine.num_devices:
+            raise RedistributionError(f"validate: row {row['id']}: {ng} group(s) of {n} devices but {machine.spec} "
+                                      f"has {machine.num_devices}")
+        # XLA's iota replica groups: consecutive blocks of n devices, all at once
+        groups = tuple(tuple(range(g * n, (g + 1) * n)) for g in range(ng))
     blk = S // n
     if c == "all_gather":
         return ScheduleOp(c, blk, S, blk * (n - 1), blk * (n - 1), groups, label=row["id"])

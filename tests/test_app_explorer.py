@@ -638,6 +638,7 @@ def test_every_lower_bound_kind_is_explained(kind):
 def test_lower_bound_kinds_of_the_models_are_the_explained_ones():
     """The kinds a small torus and a small switched machine bind on are among those above."""
     import models
+    import models.analytic
     from ui.texts import LOWER_BOUND_HELP
 
     for spec, mesh in (("tpu-v4:2x2x2", "x=4,y=2"), ("dgx-h100:2", "x=2,y=8")):

@@ -165,7 +165,15 @@ def test_compare_whatif_bandwidth_and_mesh():
     assert row["time / lower bound"] == fmt_ratio(res8.time_s / res8.lower_bound_s)
 
 
-def test_compare_xla_and_local_measurement_on_8_devices():
+def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
+    """On a TPU machine every compiled row (ours, XLA Shardy/GSPMD, Shardy's
+    reshard-to-collectives plan) comes from libtpu, with the figures the executor gives
+    for the same compile; XLA's step table explains the rematerialisation; the link keeps
+    XLA's rows; local measurement still works."""
+    from executor.compare import compiled_schedule
+    from ui import xla_compare
+
+    xla_compare._DONE.clear()
     at = _app("ui/pages/compare.py", **SMALL)
     _ok(at)
     plan = synth.Plan.from_dict(at.session_state["cmp_plan"])  # the page's own plan
@@ -174,13 +182,49 @@ def test_compare_xla_and_local_measurement_on_8_devices():
     at.button(key="cmp_xla_button").click().run()
     _ok(at)
     rows = _table(at)
-    assert {"xla shardy", "xla gspmd"} <= set(rows)
-    for part in ("shardy", "gspmd"):
-        assert rows[f"xla {part}"]["full rematerialization"] in ("True", "False")
-        assert rows[f"xla {part}"]["collectives"] >= 1
+    named = {"ours (compiled)": "ours", "xla shardy": "xla-shardy", "xla gspmd": "xla-gspmd",
+             "shardy reshard-to-collectives": "shardy-r2c"}
+    assert set(named) <= set(rows)
+    shardy = xla_compare.schedules(xla_compare.done(next(iter(xla_compare._DONE))))[0]
+    for name, strategy in named.items():
+        assert rows[name]["compiler"] == "libtpu", name
+        s = compiled_schedule("tpu-v4:2x2x2", strategy, plan.mesh, plan.src, plan.dst,
+                              plan=plan if strategy == "ours" else None, dtype="bfloat16")
+        assert rows[name]["collectives"] == sum(1 for o in s.ops if not o.is_local), name
+        assert rows[name]["compiled temp"] == fmt_bytes(s.meta["temp_bytes"]), name
+        assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
+    for name in ("ours (compiled)", "shardy reshard-to-collectives"):
+        assert rows[name]["full rematerialization"] == "-"
+    text = " ".join(m.value for m in at.markdown)
+    assert "`libtpu`" in text and "compiled as bfloat16" in text
+    # XLA's step table, one per partitioner, one row per op of its compiled schedule
+    steps = [d.value for d in at.dataframe if "HLO op" in d.value.columns]
+    xs = compiled_schedule("tpu-v4:2x2x2", "xla-shardy", plan.mesh, plan.src, plan.dst, dtype="bfloat16")
+    assert len(steps) == 2 and len(steps[0]) == len(xs.ops)
+    assert list(steps[0]["kind"]) == [o.kind for o in xs.ops]
+    remat = [w.value for w in at.warning if w.value.startswith("Rematerialisation")]
+    assert bool(remat) == bool(xs.meta["full_remat"])
+    if remat:  # names the op and the growth to the whole array
+        assert "the whole array" in remat[0] and "grows each device's buffer" in remat[0]
+    assert rows["xla shardy"]["full rematerialization"] == ("YES" if xs.meta["full_remat"] else "no")
+    # the shared link carries XLA's rows into a new session
+    assert at.query_params["cmp_xla"] in ("1", ["1"])
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    xla_compare._DONE.clear()
+    st.cache_data.clear()
+    fresh = AppTest.from_file(APP, default_timeout=300)
+    for k, v in link.items():
+        fresh.query_params[k] = v
+    fresh.run()
+    fresh.switch_page("ui/pages/compare.py").run()
+    _ok(fresh)
+    again = _table(fresh)
+    assert {k: again[k]["simulated time"] for k in named} == {k: rows[k]["simulated time"] for k in named}
+
     at.button(key="cmp_measure_button").click().run()
     _ok(at)
-    measured = _table(at, 1)
+    measured = next(d.value for d in at.dataframe if "xla_shardy" in set(d.value.get("strategy", [])))
+    measured = {r["strategy"]: r for r in measured.to_dict("records")}
     assert set(measured) == {"ours", "xla_shardy", "xla_gspmd"}
     assert all(r["correct"] is True or r["correct"] == "True" for r in measured.values())
 

@@ -108,7 +108,7 @@ def test_atomic_write_keeps_umask_permissions(tmp_path):
 # -- reads ---------------------------------------------------------------------------------
 def test_read_text_refuses_non_utf8_folders_devices(tmp_path):
     (tmp_path / "bad.yaml").write_bytes(b"name: caf\xe9\n")
-    with pytest.raises(FileError, match="not UTF-8 text .byte 9") as e:
+    with pytest.raises(FileError, match=r"not UTF-8 text \(byte 0xe9 at offset 9\)") as e:
         fileio.read_text(tmp_path / "bad.yaml", "config file")
     assert "\n" not in str(e.value)
     with pytest.raises(FileError, match="is a folder"):

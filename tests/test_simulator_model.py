@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models import load_profile
-from models.analytic import op_bound_terms, op_time_s
+from models.analytic import launch_floor_s, op_bound_terms, op_time_s
 from simulator import simulate, simulate_plan
 from synth import Schedule, ScheduleOp, interpret, scatter, synthesize
 
@@ -126,11 +126,17 @@ def test_reduce_scatter_plans_cost_like_one_reduce_scatter():
 def test_all_to_all_over_a_torus_is_bounded_by_its_bisection():
     plan = synthesize("x=4,y=4,z=4", "[4096{x,y,z}, 256]", "[4096, 256{x,y,z}]", itemsize=4)
     check_data(plan)
-    res = simulate_plan(plan, "tpu-v4:4x4x4")
+    res = simulate_plan(plan, load_profile("tpu-v4:4x4x4").with_scale(latency_scale=0.0))   # bytes alone
     t = res.lower_bound_terms
     assert t["bisection_X"] > 2 * t["injection"]
     assert res.lower_bound_kind in ("bisection_X", "bisection_Y", "bisection_Z", "lp")
     assert res.lower_bound_s <= res.time_s
+    # with latency every term pays one launch (5 us) and the injection term the hop from the
+    # nearest holder (1 us): the bound moves up by at least the launch
+    lat = simulate_plan(plan, "tpu-v4:4x4x4")
+    assert lat.lower_bound_s >= res.lower_bound_s + 5e-6 * (1 - 1e-9)
+    assert lat.lower_bound_terms["latency"] == pytest.approx(5e-6 + 1e-6)
+    assert lat.lower_bound_s <= lat.time_s
 
 
 def test_lp_bound_is_at_least_the_cuts_on_a_small_machine():
@@ -139,7 +145,9 @@ def test_lp_bound_is_at_least_the_cuts_on_a_small_machine():
     res = simulate_plan(plan, "tpu-v4:2x4x1", lp_bound=True)
     t = res.lower_bound_terms
     assert "lp" in t
-    assert t["lp"] >= max(v for k, v in t.items() if k != "lp") * (1 - 1e-5)
+    # the LP is at least every cut (both pay the same launch); the injection and latency terms
+    # add the hops from the nearest holder, which the LP does not count
+    assert t["lp"] >= max(v for k, v in t.items() if k.startswith("bisection")) * (1 - 1e-5)
     assert t["lp"] <= res.time_s
 
 
@@ -149,14 +157,16 @@ def test_in_network_reduction_lowers_the_all_reduce_bound():
     with_nvls = op_bound_terms(op, m, range(8))["injection"]
     plain = dataclasses.replace(m, nvls_efficiency=0.0)
     without = op_bound_terms(op, plain, range(8))["injection"]
-    assert with_nvls == pytest.approx(without / 2)
+    launch = launch_floor_s(m)                    # both pay one launch on top of the bytes
+    assert with_nvls - launch == pytest.approx((without - launch) / 2)
 
 
 def test_nic_cut_binds_across_nodes():
     # an all-reduce over 4 nodes: each node must take in 2(m-1)/m of the buffer through 8 NICs
     res = simulate(one_op("all_reduce", 32, 1 << 30), "h100-multinode:4")
     assert res.lower_bound_kind == "schedule:nic_cut"
-    assert res.lower_bound_s == pytest.approx(2 * 3 / 4 * (1 << 30) / (8 * 50e9))
+    launch = launch_floor_s(res.machine)
+    assert res.lower_bound_s == pytest.approx(launch + 2 * 3 / 4 * (1 << 30) / (8 * 50e9))
     assert res.lower_bound_s <= res.time_s
 
 

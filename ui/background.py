@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import jobs
+from ui.errors import escape_md
 from ui.fmt import fmt_seconds
 
 #: Seconds between progress refreshes.
@@ -59,7 +60,7 @@ def show_job(pending) -> None:
 
 def show_failed(pending) -> None:
     job = pending.job
-    st.error(f"{pending.what}: {job.error}")
+    st.error(escape_md(f"{pending.what}: {job.error}"))
     if job.detail:
         with st.expander("Details (for a bug report)"):
             st.code(job.detail)

@@ -64,7 +64,8 @@ def results_folders(root=None, limit: int = 50) -> list[str]:
     pats = ("results*/rows.jsonl", "results*/*/rows.jsonl", "results*/*/*/rows.jsonl") if default else \
         ("rows.jsonl", "*/rows.jsonl", "*/*/rows.jsonl", "*/*/*/rows.jsonl")
     for pattern in pats:
-        found.update(p.parent for p in root.glob(pattern) if _inside(p.resolve(), root.resolve()))
+        found.update(p.parent for p in root.glob(pattern)
+                     if not p.is_symlink() and _inside(p.resolve(), root.resolve()))
     ordered = sorted(found, key=_mtime, reverse=True)
     return [str(p) for p in ordered[:limit]]
 
@@ -88,8 +89,15 @@ def _sweep_rows(path: str, mtime: float):
 def sweep_rows(path: str):
     """The rows of a results folder as a DataFrame (``experiments.report.load_rows``);
     reloaded when ``rows.jsonl`` changes. Only folders under the results root, and the
-    bundled example."""
-    p = str(EXAMPLE_DIR) if Path(path).resolve() == EXAMPLE_DIR else str(check_results_path(path))
+    bundled example (shipped read-only with the app)."""
+    if Path(path).resolve() == EXAMPLE_DIR:
+        return _sweep_rows(str(EXAMPLE_DIR), _mtime(str(EXAMPLE_DIR)))
+    p = str(check_results_path(path))
+    fileio = importlib.import_module("synth.fileio")
+    try:  # no link below the results root, rows.jsonl a regular file (read without following a link)
+        fileio.check_inside(f"{p}/rows.jsonl", results_root(), "results file")
+    except fileio.FileError as e:
+        raise InputError(str(e)) from None
     return _sweep_rows(p, _mtime(p))
 
 
@@ -143,10 +151,11 @@ def _read_json(path: str, mtime: float) -> dict:
     from pathlib import Path
 
     name = Path(path).name
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(f"{name}: cannot read it ({e.strerror or e})") from None
+    fileio = importlib.import_module("synth.fileio")
+    try:  # a regular file only, size-capped; a link in its place is not followed
+        raw = fileio.read_bytes(path, name, follow_links=False)
+    except fileio.FileError as e:
+        raise InputError(str(e).replace(str(path), name)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

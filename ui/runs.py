@@ -210,7 +210,10 @@ def _run_executor(cmds: list[list[str]], timeout_s: int) -> list[dict]:
                                   "stopped; try a smaller array or mesh") from None
             if p.returncode != 0:
                 lines = [ln for ln in se.strip().splitlines() if ln.strip()]
-                msg = lines[-1] if lines else f"exit status {p.returncode}"
+                msg = lines[-1] if lines and p.returncode > 0 else (
+                    f"exit status {p.returncode}" if p.returncode > 0 else
+                    f"killed by signal {-p.returncode}, most likely for memory (the host ran out); "
+                    "try a smaller array")
                 raise WorkerError(f"python -m executor {c[3]}: {msg.removeprefix('error: ')}")
             outs.append(json.loads(so))
     finally:

@@ -19,6 +19,7 @@ PAGE_FIELDS = {
     "cmp_lat_scale": (float, 1.0),
     "cmp_mesh": (str, ""),
     "cmp_placement": (str, ""),
+    "cmp_xla": (str, ""),        # "1": the Compare page shows XLA's compiled rows
     "layout_step": (str, ""),
 }
 #: Every field a link carries.

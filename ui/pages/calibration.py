@@ -10,6 +10,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import files
+from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
 
 _PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
@@ -130,7 +131,7 @@ def main():
     try:
         paths = files.calibrated_profiles(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if not paths:
         st.info(f"No calibrated profile in {folder} yet. Write one with "
@@ -150,9 +151,9 @@ def main():
         prof, rep = files.read_calibration(path)
         _show(path, prof, rep)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        st.error(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})")
+        st.error(escape_md(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})"))
 
 
 def _show(path, prof, rep):
@@ -164,8 +165,8 @@ def _show(path, prof, rep):
                        f"- `{f['scope']}.{f['parameter']}`: {f['why']}" for f in flags),
                    icon=":material/report:")
     if rep is None:
-        st.warning(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
-                   "fitted parameters are shown.")
+        st.warning(escape_md(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
+                   "fitted parameters are shown."))
     else:
         c = st.columns(5)
         c[0].metric("held-out MAPE", f"{rep['mape']:.1f} %" if rep.get("mape") is not None else "-",

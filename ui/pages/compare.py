@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import background, compute, figures, scenario, share
+from ui import background, compute, figures, scenario, share, xla_compare
+from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
@@ -31,7 +32,7 @@ def _whatif(sc, mesh):
                             format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
     lat = c[1].select_slider("Latency scale", SCALES, key="cmp_lat_scale",
                              format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
-    shapes = scenario.mesh_shapes(mesh.names, mesh.size)
+    shapes = scenario.mesh_shapes(mesh.names, mesh.size, keep=str(mesh))  # bounded list
     if st.session_state.get("cmp_mesh") not in shapes:
         st.session_state["cmp_mesh"] = str(mesh)
     mesh_text = c[2].selectbox("Mesh shape", shapes, key="cmp_mesh", on_change=share.save_page_fields,
@@ -55,56 +56,74 @@ def main():
                "simulator on the chosen machine; XLA's schedules come from its compiled HLO.")
     why = compute.missing("simulator")
     if why:
-        st.warning(f"The simulator package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The simulator package is not available ({why}); this page needs it."))
         return
     sc = scenario.current()
     try:
         base = compute.plan_for(sc)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     bw, lat, mesh_text, placement = _whatif(sc, base.mesh)
     try:
         plan = compute.make_plan(mesh_text, "", str(base.src), str(base.dst), sc.planner, sc.itemsize,
                                  compute.scenario_devices(sc), sc.machine_profile, sc.machine_size)
     except RedistributionError as e:
-        st.error(f"mesh {mesh_text}: {e}")
+        st.error(escape_md(f"mesh {mesh_text}: {e}"))
         return
     st.session_state["cmp_plan"] = plan.to_dict()  # the plan this page shows (tests check it)
 
     key = _case_key(mesh_text, plan, sc.dtype)
+    machine_spec = f"{sc.machine_profile}:{sc.machine_size}"
+    xkey = xla_compare.case_key(machine_spec, mesh_text, plan, sc.dtype, placement)
+    share.restore("cmp_xla")
     asked = st.session_state.setdefault("cmp_xla_asked", [])
-    xla, xla_error = None, None
+    if st.session_state.get("cmp_xla") == "1" and xkey not in asked:  # from a shared link
+        asked.append(xkey)
+    xla, xla_error, compiled = None, None, None
     have_exec = compute.missing("executor") is None
     if not have_exec:
         st.info("XLA's schedules need the executor package (JAX), which is not available here.")
-    elif key in asked:
+    elif xkey in asked or xla_compare.done(xkey) is not None:
         try:
-            with st.spinner(f"Compiling XLA's resharding on {plan.mesh.size} CPU devices "
-                            "(Shardy and GSPMD)..."):
-                xla = compute.xla_schedules(mesh_text, str(plan.src), str(plan.dst), sc.dtype)
+            with st.spinner(f"Compiling ours, XLA's resharding (Shardy and GSPMD) and Shardy's "
+                            f"reshard-to-collectives plan for {machine_spec} (compile-only)..."):
+                compiled = xla_compare.compiled_strategies(xkey, machine_spec, mesh_text, plan, sc.dtype, placement)
+            st.session_state["cmp_xla"] = "1"
+            share.save_page_fields()
+            if xkey not in asked:
+                asked.append(xkey)
         except RedistributionError as e:
             xla_error = str(e)
     else:
-        if st.button("Add XLA's resharding (compile with JAX)", key="cmp_xla_button",
-                     help="Runs jax.jit(identity, out_shardings=...) under both partitioners in a "
-                          "subprocess with the mesh's device count, and reads the schedule from "
-                          "the compiled HLO. Takes seconds to a minute; cached."):
-            asked.append(key)
+        if st.button("Add XLA's resharding (compile with the machine's compiler)", key="cmp_xla_button",
+                     help="Compiles our plan's shard_map program, jax.jit(identity, out_shardings=...) under "
+                          "both partitioners and Shardy's reshard-to-collectives plan with the machine's own "
+                          "compiler (libtpu for TPU machines, XLA's GPU compiler for GPU machines when JAX's "
+                          "CUDA plugin is installed, the CPU backend for cpu-* machines), ahead of time in a "
+                          "subprocess; reads each schedule from its compiled HLO. Compile-only: nothing runs. "
+                          "Takes seconds to a minute; kept for every session."):
+            asked.append(xkey)
+            st.session_state["cmp_xla"] = "1"
+            share.save_page_fields()
             st.rerun()
     if xla_error:
-        st.error(xla_error)
+        st.error(escape_md(xla_error))
+    comp_scheds, comp_errors = xla_compare.schedules(compiled) if compiled else ({}, {})
+    for name, why in comp_errors.items():
+        st.warning(escape_md(f"{name}: {why}"))
 
     try:
         schedules = compute.strategy_schedules(plan, sc, xla)
+        schedules.update(comp_scheds)
         ok, refused = compute.split_replayable(schedules, sc.machine_profile, sc.machine_size)
         if refused and ok:  # simulate the others; say which were left out and why
             for name, why in refused.items():
-                st.warning(f"{name}: not simulated: {why}")
+                st.warning(escape_md(f"{name}: not simulated: {why}"))
             schedules = ok
         view = background.resolve(compute.compare_simulations(schedules, mesh_text, sc, placement, bw, lat))
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if view is None:
         return
@@ -118,10 +137,16 @@ def main():
         sm = r["summary"]
         comm = [o for o in r["ops"] if o.get("busbw_Bps") is not None]
         slowest = max(comm, key=lambda o: o["duration_s"], default=None)
+        local_s = sum(o["duration_s"] for o in r["ops"] if o["kind"] in ("copy", "dyn_slice"))
         rows.append({
             "strategy": name,
+            "compiler": sched.meta.get("compiler", "none"),
             "collectives": sum(1 for op in sched.ops if not op.is_local),
             "simulated time": fmt_seconds(sm["time_s"]),
+            "collectives only": fmt_seconds(sm["time_s"] - local_s),
+            "local ops": fmt_seconds(local_s),
+            "compiled temp": fmt_bytes(sched.meta.get("temp_bytes")) if sched.meta.get("temp_bytes") is not None
+            else "-",
             "time / lower bound": fmt_ratio(sm["time_s"] / bound if bound > 0 else None),
             "peak memory per device": fmt_bytes(sm["peak_bytes_max_device"]),
             "bytes on links": fmt_bytes(sm["link_bytes_total"]),
@@ -130,8 +155,8 @@ def main():
             "its algbw": fmt_bandwidth(slowest["algbw_Bps"]) if slowest else "-",
             "its busbw": fmt_bandwidth(slowest["busbw_Bps"]) if slowest else "-",
             "bus peak": fmt_bandwidth(slowest["bus_peak_Bps"]) if slowest else "-",
-            "full rematerialization": (str(xla[name.split()[-1]]["full_remat"])
-                                       if xla and name.startswith("xla ") else "-"),
+            "full rematerialization": ("YES" if sched.meta.get("full_remat") else "no")
+            if name.startswith("xla ") else "-",
         })
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, machine "
                 f"`{ours['machine_spec']}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
@@ -141,6 +166,17 @@ def main():
     me = simulate_page_model_error(compute.model_error(ours["machine_spec"]))
     if me:
         st.caption(me)
+    if compiled:
+        st.markdown(f"**Compiler:** `{compiled['compiler']}` ({compiled['compiler_text']}) for ours, XLA and "
+                    f"Shardy's plan alike. **Element type:** {xla_compare.dtype_text(compiled, sc.dtype)}.")
+        if compiled.get("collectives_only"):
+            st.warning("Collectives only: " + compiled["collectives_only"] + ". Compare the 'collectives only' "
+                       "column, not the totals.")
+        else:
+            st.caption("The rows marked with a compiler were compiled by it and read back from their HLO by the "
+                       "same reader; their local ops (copies, transposes, slices) are costed at the machine's "
+                       "HBM bandwidth, so their totals compare. Rows with compiler 'none' are plans' own "
+                       "schedules: compare their collectives only.")
     st.dataframe(pd.DataFrame(rows), hide_index=True)
     st.caption("algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
                "page); bus peak: a chip's injection bandwidth.")
@@ -150,6 +186,7 @@ def main():
                                     [results[n]["summary"]["peak_bytes_max_device"] for n in names], bound)
     st.plotly_chart(fig, key="cmp_chart")
     sim_times = {n: results[n]["summary"]["time_s"] for n in names}
+    _xla_steps(comp_scheds)
 
     st.subheader("Measured on this machine's JAX backend")
     st.caption("Runs our plan (shard_map) and XLA's resharding for real on the local backend "
@@ -171,7 +208,7 @@ def main():
             with st.spinner("Running and timing ours, XLA Shardy and XLA GSPMD..."):
                 m = compute.measure_local(mesh_text, str(plan.src), str(plan.dst), sc.dtype, sc.planner)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
             return
         mrows = [{
             "strategy": k,
@@ -184,6 +221,22 @@ def main():
         } for k, v in m.items()]
         st.dataframe(pd.DataFrame(mrows), hide_index=True)
         _winners_note(sim_times, m, ours["machine_spec"])
+
+
+def _xla_steps(comp_scheds: dict) -> None:
+    """XLA's step table per partitioner, with the rematerialisation explained."""
+    xs = {n: s for n, s in comp_scheds.items() if n.startswith("xla ")}
+    if not xs:
+        return
+    st.subheader("XLA's steps")
+    for name, s in xs.items():
+        why = xla_compare.remat_text(s)
+        st.markdown(f"**{name}** ({s.meta.get('compiler', '?')}): {len(s.ops)} ops, "
+                    f"{sum(1 for o in s.ops if not o.is_local)} collectives; full rematerialization: "
+                    + ("**YES**" if why else "no"))
+        if why:
+            st.warning("Rematerialisation: " + why)
+        st.dataframe(pd.DataFrame(xla_compare.step_rows(s)), hide_index=True, key=f"cmp_steps_{name}")
 
 
 def _winners_note(sim_times: dict, measured: dict, machine: str) -> None:
@@ -203,8 +256,8 @@ def _winners_note(sim_times: dict, measured: dict, machine: str) -> None:
     sim_win = min(common, key=lambda k: sim.get(k, float("inf")))
     meas_win = min(common, key=lambda k: meas[k])
     if sim_win != meas_win:
-        st.warning(f"Measured here, **{meas_win}** is fastest; simulated on {machine}, **{sim_win}** is. "
-                   + CPU_NOTE.format(machine=machine))
+        st.warning(escape_md(f"Measured here, **{meas_win}** is fastest; simulated on {machine}, **{sim_win}** is. "
+                   + CPU_NOTE.format(machine=machine)))
     else:
         st.caption(f"Measured and simulated agree that {sim_win} is fastest. " + CPU_NOTE.format(machine=machine))
 

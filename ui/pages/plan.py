@@ -8,6 +8,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import machines, plans, scenario, share
+from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_seconds
 
 
@@ -86,7 +87,7 @@ def _claims(plan):
         warn = any(level == "warn" for _t, level, _x in claims)
         with st.expander(f"What the planner noted ({len(plan.notes)})", expanded=warn):
             for note in plan.notes:
-                st.caption(note)
+                st.caption(escape_md(note))
 
 
 def main():
@@ -98,7 +99,7 @@ def main():
         plan = plans.plan_for(sc)
         easy = plans.plan_for(sc, "easy") if sc.planner != "easy" else plan
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on mesh `{plan.mesh}` "
@@ -109,10 +110,10 @@ def main():
     cap = machines.hbm_capacity(sc)
     oom = cap is not None and plan.peak_live_bytes > cap
     if oom:
-        st.error(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
+        st.error(escape_md(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
                  f"(input + output of one step), more than the {fmt_bytes(cap)} of HBM a "
                  f"{sc.machine_profile} device has ({fmt_bytes(plan.peak_live_bytes - cap)} over). "
-                 "Pick a planner or sharding with smaller shards, or a bigger machine.")
+                 "Pick a planner or sharding with smaller shards, or a bigger machine."))
     c = st.columns(6)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
     if oom:

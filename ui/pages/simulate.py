@@ -6,6 +6,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
+from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import BANDWIDTH_NOTE, lower_bound_help, model_error_text, ops_frame
 
@@ -41,7 +42,7 @@ def main():
                "by concurrent flows). Edit the scenario in the sidebar.")
     why = machines.missing("simulator")
     if why:
-        st.warning(f"The simulator package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The simulator package is not available ({why}); this page needs it."))
         return
     sc = scenario.current()
     share.restore("sim_placement")
@@ -52,7 +53,7 @@ def main():
         plan = plans.plan_for(sc)
         view = background.resolve(runs.simulation(plan, sc, placement))
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if view is None:
         return
@@ -60,7 +61,7 @@ def main():
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, planner `{plan.planner}`, "
                 f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
     for w in sm["warnings"]:
-        st.warning(w)
+        st.warning(escape_md(w))
     show_summary(sm, machines.model_error(sm["machine_spec"]))
 
     figs = view["figures"]

@@ -8,6 +8,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import background, files, machines, runs
+from ui.errors import escape_md
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
            "placement", "mesh", "src", "dst", "time_s", "time_over_lb", "peak_over_bound",
@@ -42,7 +43,7 @@ def _fresh_clone() -> str | None:
         try:
             res = background.resolve(runs.sweep_job(str(files.REPO_ROOT / files.SMOKE_CONFIG), str(out)))
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
             res = None
         if res is not None:
             st.session_state.pop("sweeps_run_smoke", None)
@@ -110,7 +111,7 @@ def main():
                "planner x what-if row, figures, and the HTML report.")
     why = machines.missing("experiments.report")
     if why:
-        st.warning(f"The experiments package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
     folder = _pick_folder() or _fresh_clone()
     example = folder == str(files.EXAMPLE_DIR)
@@ -118,7 +119,7 @@ def main():
         folder = folder if example else str(files.check_results_path(folder))
         df = files.sweep_rows(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     counts = df["status"].value_counts().to_dict()
@@ -151,7 +152,7 @@ def main():
             with st.spinner("Building the report..."):
                 files.build_sweep_report(folder)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
     if html.exists():
         text = html.read_text(encoding="utf-8", errors="replace")
         st.download_button("Download report.html", data=text, file_name="report.html",
