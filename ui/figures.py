@@ -329,9 +329,10 @@ def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.F
     fig.update_layout(title=(title + " " if title else "") + str(t) + f"<br><sup>{sub}</sup>",
                       height=min(700, 160 + 26 * min(rows, 24)), margin=dict(l=60, r=20, t=80, b=40),
                       plot_bgcolor="white")
-    fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain",
+                     dtick=1 if cols <= 32 else None)  # device columns are whole numbers
     fig.update_yaxes(title=f"{names[0]} (device row)" if names else "", autorange="reversed",
-                     showgrid=False, zeroline=False)
+                     showgrid=False, zeroline=False, dtick=1 if rows <= 32 else None)
     fig.update_layout(meta={"summary": True, "rows": rows, "cols": cols})
     return fig
 
@@ -769,6 +770,10 @@ def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None
         fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
                         line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
     fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
+    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
+    if vals:  # 1-2-5 ticks, labelled as ratios
+        tv, _ = _log_ticks(min(vals), max(vals), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}x" for v in tv])
     fig.update_yaxes(title=y_title, type="log")
     fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
                       legend=dict(title="machine"), meta={"y": y})
@@ -805,6 +810,13 @@ def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figur
                         meta={"group": g},
                         hovertemplate=name + "<br>bandwidth x%{x}<br>%{y:.4~g} " + unit + "<extra></extra>")
     fig.update_xaxes(type="log", title="link bandwidth scale (x the profile's)")
+    ys = [float(v) / div for v in df[y].dropna() if float(v) > 0]
+    if ys:
+        tv, _ = _log_ticks(min(ys), max(ys), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}" for v in tv])
+    xs = sorted({float(v) for v in df[x].dropna() if float(v) > 0})
+    if xs and len(xs) <= 12:
+        fig.update_xaxes(tickvals=xs, ticktext=[f"x{v:g}" for v in xs])
     fig.update_yaxes(type="log", title=f"simulated time ({unit})")
     cases = sorted(str(c) for c in df["case"].dropna().unique()) if "case" in df else []
     what = f"case {cases[0]}" if len(cases) == 1 else f"{len(cases)} cases"

@@ -147,7 +147,9 @@ def main():
     st.dataframe(_steps_frame(plan), hide_index=True)
     mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
     st.plotly_chart(mem_fig, key="plan_memory_chart")
-    with st.expander("Bytes received per device per step"):
+    if st.toggle("Bytes received per device per step", key="plan_show_recv",
+                 help="A heat map of the bytes every device receives in every step (drawn when asked: one "
+                      "chart fewer for the browser on every rerun)."):
         st.plotly_chart(recv_fig, key="plan_recv_heatmap")
 
     _layout_section(plan)
