@@ -6,7 +6,7 @@
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
-    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--fuse] [--json]
+    python -m synth peers [--suite shardy,dtensor] [--budget-moves N] [--budget-ms MS] [--fuse] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -95,7 +95,11 @@ def _add_peers_parser(sub):
     pe.add_argument("--suite", default=",".join(SUITES),
                     help="comma-separated suites (default: %(default)s)")
     pe.add_argument("--planner", default="auto", choices=_planners(), help="planner (default: auto)")
-    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    pe.add_argument("--budget-moves", type=budget_moves_arg, default=None,
+                    help="auto: the work budget in moves examined (default: the planner's)")
+    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None,
+                    help="auto: the wall-clock safety cap in ms (default: the planner's)")
+    pe.add_argument("--move-set", type=move_set_arg, default=None, help="auto: the move set (default: full)")
     pe.add_argument("--fuse", action="store_true",
                     help="fuse runs of one-dim steps of our plans into multi-dim steps first "
                          "(synth.collectives.fuse_runs), to see what the vocabulary alone buys")
@@ -225,7 +229,8 @@ def main(argv=None) -> int:
             bad = [x for x in suites if x not in SUITES]
             if bad or not suites:
                 raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
-            kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
+            kw = {k: v for k, v in (("budget_ms", args.budget_ms), ("budget_moves", args.budget_moves),
+                                    ("move_set", args.move_set)) if v is not None}
             res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None,
                             fuse=args.fuse, **kw)
             if sys.stderr.isatty():

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from synth.errors import RedistributionError
@@ -107,19 +108,22 @@ class Costs:
         load = np.zeros(len(self.topo.links))
         lat = 0.0
         idx, w = [], []
+        routes, lats = self._routes, self._lat
         for (a, b), n in pair_bytes.items():
             if a == b or n <= 0:
                 continue
-            r = self._routes.get((a, b))
+            r = routes.get((a, b))
             if r is None:
-                r = self._routes[(a, b)] = np.asarray(self.topo.route(a, b), dtype=np.int64)
-                self._lat[(a, b)] = float(self.topo.latency[r].sum()) if len(r) else 0.0
+                r = routes[(a, b)] = np.asarray(self.topo.route(a, b), dtype=np.int64)
+                lats[(a, b)] = float(self.topo.latency[r].sum()) if len(r) else 0.0
             if len(r):
                 idx.append(r)
-                w.append(np.full(len(r), float(n)))
-                lat = max(lat, self._lat[(a, b)])
+                w.append(n)
+                if lats[(a, b)] > lat:
+                    lat = lats[(a, b)]
         if idx:
-            np.add.at(load, np.concatenate(idx), np.concatenate(w))
+            lens = np.fromiter((len(r) for r in idx), dtype=np.int64, count=len(idx))
+            np.add.at(load, np.concatenate(idx), np.repeat(np.asarray(w, dtype=float), lens))
         return load, lat
 
     def load_time_s(self, load: np.ndarray, lat: float) -> float:
@@ -192,11 +196,10 @@ def _signature(p, src_mesh, src_t, dst_mesh, dst_t, itemsize):
 def plan_sync(cfg: dict, progress=None) -> SyncResult:
     """Plan and cost the whole-model sync of ``cfg`` (a validated config, see
     :mod:`experiments.weightsync.config`)."""
+    from experiments.weightsync.params import model_params
     from models.crossmesh import cut_bound_terms
     from models.profiles import load_profile
     from synth.crossmesh import check_meshes, plan_crossmesh
-
-    from experiments.weightsync.params import model_params
 
     t0, c0 = time.perf_counter(), time.process_time()
     machine = load_profile(cfg["machine"])
@@ -285,7 +288,7 @@ def _array_plan(name, plan, costs) -> ArrayPlan:
     load, lat = costs.loads(_pairs(plan))
     mem = plan.device_memory
     stage = 0
-    for d, m in mem.items():
+    for m in mem.values():
         # what the transfer holds beyond the resident weights: the receive buffer (mid_b) when a
         # collective on B follows, the piece in flight, the cast / slice copy on A
         stage = max(stage, max(0, m["transfer_bytes"] - m["dst_shard_bytes"]) if m["dst_shard_bytes"] else
@@ -388,7 +391,7 @@ def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
     out["device_put"] = {"time_s": t_dp}
     # bucketed broadcast: full tensors in buckets of the cap, owners rotating over A
     a_ids = arrays[0][1].plan.src_mesh.device_ids
-    stages, cur, size, g_cur, k = [], 0.0, 0, 0.0, 0
+    stages, size, g_cur, k = [], 0, 0.0, 0
     for p, ap in arrays:
         full = p.elems * itemsize
         if size and size + full > cap:
@@ -427,5 +430,5 @@ def format_result(r: SyncResult) -> str:
         lines.append(f"  {k + '.time_s':27s}{v['time_s']:.3f}")
     pub = d.get("published")
     if pub:
-        lines.append(f"  published.time_s       {pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
+        lines.append(f"  {'published.time_s':27s}{pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
     return "\n".join(lines)
