@@ -45,6 +45,25 @@ class Budget:
         self.used = 0
         self.expanded = 0
 
+    def probe(self, moves: int):
+        """A context in which at most ``moves`` more moves may be examined (then
+        :class:`OutOfWork`); the overall limit comes back after it."""
+        budget = self
+
+        class _Probe:
+            def __enter__(self):
+                self.saved = budget.limit
+                budget.limit = min(budget.limit, budget.used + int(moves))
+                return self
+
+            def __exit__(self, *exc):
+                cut_here = exc[0] is OutOfWork and budget.used <= self.saved
+                budget.limit = self.saved
+                self.cut = cut_here
+                return cut_here  # swallow a cut of the probe, not of the whole budget
+
+        return _Probe()
+
     def tick(self, n: int = 1):
         before = self.used
         self.used += n
@@ -62,15 +81,17 @@ class Found:
     """A path found: its steps, cost ``(time_s, bytes, collectives)``, peak live elements
     and the space it was found in."""
 
-    __slots__ = ("steps", "cost", "peak", "sp")
+    __slots__ = ("steps", "cost", "peak", "sp", "plan")
 
     def __init__(self, steps, cost, peak, sp):
         self.steps, self.cost, self.peak, self.sp = steps, cost, peak, sp
+        self.plan = None  # a Plan built elsewhere (the normal incumbent), when sp is None
 
 
 def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=None,
-          objective: str = "time", time_limit=None):
-    """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc). Returns
+          objective: str = "time", time_limit=None, weight: float = 1.0):
+    """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc); with ``weight`` > 1
+    a path within that factor of the cheapest. Returns
     ``(Found or None, exhausted)``; raises :class:`OutOfWork` / :class:`OutOfTime`.
 
     Nodes are ``(state id, run)``: ``run`` is the shard (elements) at the start of the run
@@ -86,7 +107,8 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     shards, h_id = sp.shards, sp.h_id
 
     def key(g, hh):
-        f = (g[0] + hh[0], g[1] + hh[1], g[2] + hh[2])
+        # weight > 1: weighted A* (finds a plan fast, within ``weight`` of the best)
+        f = (g[0] + weight * hh[0], g[1] + hh[1], g[2] + hh[2])
         return (f[2], f[1], f[0]) if fewest else f
 
     tick = budget.tick
@@ -96,7 +118,8 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     parent = {start: None}
     peak_of = {start: shards[s0]}
     counter = itertools.count()
-    heap = [(key(_ZERO, h_id(s0)), next(counter), _ZERO, start)]
+    # ties in f go to the entry nearer the goal (smaller bound left), then first in
+    heap = [(key(_ZERO, h_id(s0)), 0.0, next(counter), _ZERO, start)]
     push = heapq.heappush
 
     def relax(node, g2, node2, steps, live):
@@ -114,10 +137,10 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         best_g[node2] = g2
         parent[node2] = (node, steps)
         peak_of[node2] = max(peak_of[node], live)
-        push(heap, (f2, next(counter), g2, node2))
+        push(heap, (f2, hh[0], next(counter), g2, node2))
 
     while heap:
-        f, _, g, node = heapq.heappop(heap)
+        f, _, _, g, node = heapq.heappop(heap)
         if upper is not None and f >= upper:
             break
         if node[0] == "class":  # enumerate the permutes of a class entry now
@@ -156,7 +179,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                         continue
                     if time_limit is not None and g2[0] > time_limit:
                         continue
-                    push(heap, (key(g2, _ZERO), next(counter), g2, ("class", node, g)))
+                    push(heap, (key(g2, _ZERO), 0.0, next(counter), g2, ("class", node, g)))
                     continue
                 if sh2 > cap:
                     continue

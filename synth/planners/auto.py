@@ -28,7 +28,7 @@ from synth.collectives import AllPermute, AllReduce, Unreduce
 from synth.errors import RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
-from synth.planners.astar import Budget, OutOfTime, OutOfWork, astar, bottleneck
+from synth.planners.astar import Budget, Found, OutOfTime, OutOfWork, astar, bottleneck
 from synth.planners.cost import (
     DEFAULT_BUDGET_MOVES,
     DEFAULT_BUDGET_S,
@@ -62,59 +62,103 @@ class _State:
         self.optimum_s = None    # the optimal time before the tie pass
         self.cap = None          # the memory cap of the search (elements)
         self.proven = None       # the move set over which st.found is proven optimal
+        self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
 
 
-def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float):
-    """Cheapest plan within ``cap``; None when the full search proves there is none.
-    Where the directed pass finds nothing within ``cap``, a directed plan within the
-    least cap the directed moves achieve is kept first (the answer if the budget runs
-    out before the full search ends)."""
-    found, _ = astar(sp, budget, cap, full=False)
+def _normal_incumbent(mesh, src, dst, itemsize, cost, bound_elems):
+    """The paper's (``normal``) plan as the first incumbent when it stays within the bound:
+    its cost prunes the search from the start (and if nothing beats it, it is the answer)."""
+    try:
+        p = plan_normal(mesh, src, dst, itemsize)
+    except RedistributionError:
+        return None
+    if p.max_shard_bytes > bound_elems * itemsize:
+        return None
+    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
+    f.plan = p
+    return f
+
+
+def _prove(sp: Space, budget: Budget, cap: int, st: _State, cost):
+    """The full search pruned at the incumbent's ``cost``: a plan it returns is the exact
+    optimum within ``cap``; when it returns None, the incumbent is (proven)."""
+    f, _ = astar(sp, budget, cap, full=True, upper=cost)
+    st.opt_lb = max(st.opt_lb, f.cost[0] if f is not None else cost[0])
+    return f
+
+
+def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=None):
+    """A plan within ``cap``, optimal up to the tie tolerance; None when the full search
+    proves there is none. Where the directed pass finds nothing within ``cap``, a
+    directed plan within the least cap the directed moves achieve is kept first (the
+    answer if the budget runs out before the full search ends)."""
+    if inc is not None:
+        st.found = inc
+    found, _ = astar(sp, budget, cap, full=False, weight=1 + TIE_TOLERANCE,
+                     upper=None if inc is None else inc.cost)
+    if found is None:
+        found = inc  # the directed pass found nothing cheaper than the incumbent
     if found is not None:
         st.found = found
         if found.cost[0] <= lb_s * (1 + 1e-12):
+            st.opt_lb = max(st.opt_lb, found.cost[0])
             return found  # it costs the bound over every plan: nothing is cheaper
-        better, _ = astar(sp, budget, cap, full=True, upper=found.cost)
+        better = _prove(sp, budget, cap, st, found.cost)
         return better if better is not None else found
     if st.found is None:
         m = bottleneck(sp, budget, full=False)
         if m is not None:
-            st.found = astar(sp, budget, m, full=False)[0]
-    return astar(sp, budget, cap, full=True)[0]
+            st.found = astar(sp, budget, m, full=False, weight=1 + TIE_TOLERANCE)[0]
+    f = astar(sp, budget, cap, full=True)[0]
+    if f is not None:
+        st.opt_lb = max(st.opt_lb, f.cost[0])
+    return f
+
+
+#: Moves one tie-breaking probe may examine (a probe cut short counts as "no such plan").
+TIE_PROBE_MOVES = 3000
 
 
 def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
     """Among plans within TIE_TOLERANCE of the optimum: least peak live, then fewest
     collectives, then fewest bytes (see the module doc)."""
     best = st.found
-    t_star = best.cost[0]
-    limit = t_star * (1 + TIE_TOLERANCE) + 1e-15
+    t_star = max(st.opt_lb, 0.0)
+    limit = max(t_star * (1 + TIE_TOLERANCE), best.cost[0]) + 1e-15
     st.optimum_s = t_star
     # live caps worth trying: sums of two shard sizes seen, below the optimum's peak
     lo = max(sp.shard(sp.S0), sp.shard(sp.T))
     shards = sorted(v for v in {v[2] for v in sp._info.values()} | {sp.shard(sp.S0), sp.shard(sp.T)}
                     if v < best.peak)[-64:]
     cands = sorted({a + b for a in shards for b in shards if lo <= a + b < best.peak})
+    partial = False
     if cands:
-        # feasibility is monotone in the cap: binary search for the least feasible one
+        # feasibility is monotone in the cap: binary search for the least feasible one;
+        # each probe may examine at most TIE_PROBE_MOVES moves (cut: taken as infeasible)
         i, j = 0, len(cands)
         while i < j:
             mid = (i + j) // 2
-            f, _ = astar(sp, budget, cap, full=True, live_cap=cands[mid], time_limit=limit)
+            f = None
+            with budget.probe(TIE_PROBE_MOVES) as pr:
+                f, _ = astar(sp, budget, cap, full=True, live_cap=cands[mid], time_limit=limit,
+                             weight=1 + TIE_TOLERANCE)
+            partial |= bool(getattr(pr, "cut", False))
             if f is not None and f.cost[0] <= limit:
                 if (f.peak, f.cost[2], f.cost[1]) < (best.peak, best.cost[2], best.cost[1]):
                     best = f
                 j = mid
             else:
                 i = mid + 1
-    if best.cost[2] <= 1:
-        st.ties = "broken"
-        return best
-    f, _ = astar(sp, budget, cap, full=True, live_cap=best.peak, objective="fewest", time_limit=limit)
-    if f is not None and f.cost[0] <= limit and f.peak <= best.peak and \
-            (f.cost[2], f.cost[1]) < (best.cost[2], best.cost[1]):
-        best = f
-    st.ties = "broken"
+    if best.cost[2] >= 1:
+        f = None
+        with budget.probe(TIE_PROBE_MOVES) as pr:
+            f, _ = astar(sp, budget, cap, full=True, live_cap=best.peak, objective="fewest",
+                         time_limit=limit)
+        partial |= bool(getattr(pr, "cut", False))
+        if f is not None and f.cost[0] <= limit and f.peak <= best.peak and \
+                (f.cost[2], f.cost[1]) < (best.cost[2], best.cost[1]):
+            best = f
+    st.ties = "partly compared (probe budget)" if partial else "broken"
     return best
 
 
@@ -170,7 +214,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     try:
         # level 1: whole axes (a small space: a good plan fast, and an upper bound)
         cap = bound
-        found = _solve(sp1, budget, cap, st, lb_s)
+        found = _solve(sp1, budget, cap, st, lb_s, _normal_incumbent(mesh, src, dst, itemsize, cost, bound))
         if found is None:  # no plan within the bound over whole axes (proven)
             cap = bottleneck(sp1, budget)
             if cap is None:
@@ -185,23 +229,26 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         else:
             # level 2: every prime factor, the full move set, bounded by level 1's plan
             if cap == bound:
-                f2, _ = astar(sp2, budget, bound, full=False, upper=found.cost)
+                st.opt_lb = 0.0  # level 1 proved its bound over whole axes only
+                f2, _ = astar(sp2, budget, bound, full=False, weight=1 + TIE_TOLERANCE, upper=found.cost)
                 if f2 is not None:
                     st.found = f2
-                f3, _ = astar(sp2, budget, bound, full=True, upper=st.found.cost)
+                f3 = _prove(sp2, budget, bound, st, st.found.cost)
                 f2 = f3 or f2
             else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
-                sub = _State()
+                st.opt_lb = 0.0
+                sub = st.__class__()
                 f2 = _solve(sp2, budget, bound, sub, lb_s)
                 if f2 is None:
                     m = bottleneck(sp2, budget)
                     if m < cap:
                         f2 = _solve(sp2, budget, m, sub, lb_s)
                     else:
-                        f2, _ = astar(sp2, budget, m, full=True, upper=found.cost)
+                        f2 = _prove(sp2, budget, m, sub, found.cost)
                     cap = m
                 else:
                     cap = bound
+                st.opt_lb = sub.opt_lb
             if f2 is not None:
                 st.found = f2
             st.cap, st.min_max, st.proven = cap, cap, move_set
@@ -212,7 +259,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     except OutOfTime:
         cut = "time"
     notes = []
-    if st.found is not None:
+    if st.found is not None and st.found.sp is None:
+        plan = st.found.plan
+    elif st.found is not None:
         fsp = st.found.sp
         plan = _build(fsp, fsp.mesh, refine_type(src, fsp.mesh), refine_type(dst, fsp.mesh), src, dst,
                       st.found.steps, itemsize)
@@ -222,7 +271,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         notes.append(f"auto: the {what}"
                      " ran out before the search found a plan; returned the normal planner's plan "
                      "(not searched to the end; raise --budget-moves)")
-    if st.found is not None and st.found.sp.fast:
+    if st.found is not None and st.found.sp is not None and st.found.sp.fast:
         # the search's own cost: under the default model it is the schedule's, step by
         # step (tests check it against schedule_cost); big meshes skip building the schedule
         t_s, moved, ncoll = st.found.cost

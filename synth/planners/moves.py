@@ -46,6 +46,25 @@ from synth.mesh import Mesh
 from synth.planners.cost import op_time
 from synth.types import ArrayType, Dim, cuts_of, refine_type
 
+#: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
+EXACT_NEED_DEVICES = 4096
+
+
+def _strides(mesh: Mesh, names):
+    """``(stride, size)`` of each named axis in row-major device ids."""
+    out = []
+    for a in names:
+        st = 1
+        seen = False
+        for b, n in mesh.axes:
+            if seen:
+                st *= n
+            if b == a:
+                seen = True
+        out.append((st, mesh.shape[a]))
+    return out
+
+
 #: Orders of a dim's axes subset tried by one gather / all-to-all: every order for subsets
 #: of at most this many axes, the current order for larger ones.
 MAX_ORDERED_SUBSET = 3
@@ -114,6 +133,10 @@ class Space:
         self.S0 = self.code(src)
         self.T = self.code(dst)
         self.TU = frozenset(self.T[1])
+        self.t_used = 0  # bitmask of the axes the target splits dims over
+        for ax in self.T[0]:
+            for k in ax:
+                self.t_used |= 1 << k
         self._info: dict = {}
         self._cost: dict = {}
         self._class: dict = {}
@@ -122,6 +145,7 @@ class Space:
         self._ov: dict = {}
         self._succ: dict = {}
         self._cur = None
+        self._coords = None
         self._ids: dict = {}
         self.states: list = []   # id -> state
         self.shards: list = []   # id -> shard elements
@@ -317,12 +341,51 @@ class Space:
                 m = 0
                 if not U and not self.T[1] and self._even_T and all(
                         n % k == 0 for n, k in zip(self.shape, self.info(dims)[0])):
-                    p = 1
-                    for i in range(self.rank):
-                        p *= self._overlap(i, dims[i])
-                    m = (self.info(self.T[0])[2] - p) * self.itemsize
+                    if self.mesh.size <= EXACT_NEED_DEVICES:
+                        # the neediest device: its target block less what it holds of it
+                        prod = None
+                        for i in range(self.rank):
+                            o = self._overlap_dev(i, dims[i])
+                            prod = o if prod is None else prod * o
+                        m = int(self.info(self.T[0])[2] - prod.min()) * self.itemsize
+                    else:
+                        p = 1
+                        for i in range(self.rank):
+                            p *= self._overlap(i, dims[i])
+                        m = (self.info(self.T[0])[2] - p) * self.itemsize
+                elif U and not self.T[1]:
+                    # sums pending over U must be combined: nU - 1 partial values per
+                    # element arrive somewhere, spread at best over all devices
+                    nU = math.prod(self.sz[a] for a in U)
+                    m = -(-(nU - 1) * math.prod(self.shape) // self.mesh.size) * self.itemsize
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
+        return v
+
+    def _overlap_dev(self, i, axes):
+        """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
+        target block (even dims; cached per dim and axes)."""
+        key = ("dev", i, axes)
+        v = self._ov.get(key)
+        if v is None:
+            import numpy as np
+
+            if self._coords is None:
+                ids = np.arange(self.mesh.size, dtype=np.int64)
+                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
+            n = self.shape[i]
+
+            def block(ax):
+                idx = np.zeros(self.mesh.size, dtype=np.int64)
+                k = 1
+                for a in ax:
+                    idx = idx * self.sz[a] + self._coords[a]
+                    k *= self.sz[a]
+                return idx * (n // k), n // k
+
+            s0, ls = block(axes)
+            t0, lt = block(self.T[0][i])
+            v = self._ov[key] = np.clip(np.minimum(s0 + ls, t0 + lt) - np.maximum(s0, t0), 0, None)
         return v
 
     def _overlap(self, i, axes):
@@ -611,6 +674,8 @@ def _slice_moves(sp: Space, state, full):
     dims, U = state
     splits, loc, _, used = sp.info(dims)
     free = [a for a in range(len(sp.sz)) if not (used >> a) & 1 and a not in U]
+    if not U and not sp.T[1]:  # no sums pending: an axis the target replicates stays so
+        free = [a for a in free if (sp.t_used >> a) & 1]
     for i, ax in enumerate(dims):
         k = splits[i]
         for a in free:
