@@ -209,13 +209,16 @@ def main(argv=None) -> int:
             if args.json:
                 print(json.dumps(res))
             else:
-                print(f"synth agreement: auto vs an exhaustive search over the same moves, {res['cases']} "
-                      f"seeded cases (seed {res['seed']}; precondition true {res['precondition_true']}, "
-                      f"false {res['precondition_false']}; rank <= 3)\n"
-                      f"  bounded plan exists (whole axes)   {res['bounded_exists']}\n"
+                print(f"synth agreement: auto vs references, {res['cases']} seeded cases (seed {res['seed']}; "
+                      f"precondition true {res['precondition_true']}, false {res['precondition_false']}; "
+                      f"uneven {res['uneven']}, pending sums {res['pending']}; rank <= 3)\n"
+                      "  (even cases: the exhaustive least largest shard over whole axes; uneven and pending "
+                      "cases: the better of normal's and easy's plans)\n"
+                      f"  bounded plan exists                {res['bounded_exists']}\n"
                       f"  bound misses                       {res['bound_misses']}   (target 0)\n"
                       f"  above least largest shard          {res['above_min_max_shard']}   (target 0)\n"
                       f"  below it thanks to sub-axes        {res['below_via_sub_axes']}\n"
+                      f"  plans using sub-axes               {res['sub_axes_used']}\n"
                       f"  auto within the bound              {res['auto_within_bound']}\n"
                       f"  plans checked exactly              {res['checked_exactly']}\n"
                       f"  auto proven optimal                {res['auto_optimal']}\n"

@@ -1,10 +1,13 @@
-"""``auto`` against an exhaustive reference search over the same moves (issue 11).
+"""``auto`` against an exhaustive reference search (issues 11, 18).
 
 The reference (:func:`synth.bench.exhaustive_min_max_shard`) enumerates every type and
 every move (DynSlice, AllGather/AllToAll of any minor-most suffix, an AllPermute to any
 type of the same local shape) and finds the least largest shard of any plan. ``auto``
 must never miss a bounded plan the reference finds, and never be above its minimum.
-Every ``auto`` plan is run in the interpreter and compared element by element.
+Uneven and pending-sum cases are checked against the better of the ``normal`` and
+``easy`` plans. Every ``auto`` plan is run in the interpreter and compared element by
+element. CI runs a seeded share of the cases (``REDIST_AGREEMENT_CASES``, default 160);
+``python -m synth agreement`` runs 1000.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import pytest
 from synth import Mesh, parse_type
 from synth.bench import agreement_cases, exhaustive_min_max_shard, run_agreement
 
-#: at least 1000 seeded cases per CI run; REDIST_EXHAUSTIVE_SEED varies the seed
+#: REDIST_EXHAUSTIVE_SEED varies the seed; the 1000-case figure comes from the command
 SEED = int(os.environ.get("REDIST_EXHAUSTIVE_SEED", "0"))
+CASES = int(os.environ.get("REDIST_AGREEMENT_CASES", "160"))
 
 
 @pytest.mark.parametrize("mesh,src,dst,expect_elems", [
@@ -35,13 +39,14 @@ def test_reference_search_on_known_cases(mesh, src, dst, expect_elems):
     assert exhaustive_min_max_shard(m, parse_type(src), parse_type(dst)) == expect_elems
 
 
-def test_auto_agrees_with_the_exhaustive_search_on_1000_seeded_cases():
-    # a generous budget: this checks the search, not the speed of a loaded CI machine
-    # (with the default 100 ms a budget that runs out returns normal's plan, with a note)
-    res = run_agreement(1000, SEED, budget_ms=10_000)
-    assert res["cases"] == 1000 and res["checked_exactly"] == 1000
-    # both sides of the paper's precondition, and cases without any bounded plan
-    assert res["precondition_true"] >= 200 and res["precondition_false"] >= 200
+def test_auto_agrees_with_the_references_on_seeded_cases():
+    # the default work budget: the plan is the same on any machine at any load
+    res = run_agreement(CASES, SEED)
+    assert res["cases"] == CASES and res["checked_exactly"] == CASES
+    # both sides of the paper's precondition, uneven and pending cases, and cases
+    # without any bounded plan
+    assert res["precondition_true"] >= CASES // 10 and res["precondition_false"] >= CASES // 5
+    assert res["uneven"] >= CASES // 40 and res["pending"] >= CASES // 20
     assert 0 < res["cases"] - res["bounded_exists"], "no case without a bounded plan: the check is weak"
     assert res["bound_misses"] == 0, res["examples"]
     assert res["above_min_max_shard"] == 0, res["examples"]
