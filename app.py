@@ -45,7 +45,6 @@ PAGES = [
 SCENARIO_PAGES = {"", "home", "plan", "simulate", "compare"}
 
 share.load_from_url()
-runs.warm_up()  # once per server, in a background thread
 page = st.navigation(PAGES)
 try:
     if page.url_path in SCENARIO_PAGES:
@@ -55,6 +54,7 @@ try:
     page.run()
     share.save_page_fields()
     share.sync_url()
+    runs.warm_up()  # once per server, in a background thread, after the first page is drawn
 except Exception as e:  # noqa: BLE001 - the last net: one line on the page, never a traceback
     if type(e).__module__.startswith("streamlit"):  # st.rerun / st.stop and friends
         raise

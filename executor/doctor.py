@@ -315,6 +315,9 @@ def _parse_arg(text: str, smesh, default_dtype: str):
         raise ExecutorError(f"doctor: --arg {text!r}: {e}") from None
     if typ.unreduced:
         raise ExecutorError(f"doctor: --arg {text!r}: inputs with pending sums are not supported; drop the {{U:...}}")
+    if not typ.is_even(smesh):
+        raise ExecutorError(f"doctor: --arg {text!r}: a dim does not divide by its mesh axes on {smesh}, and JAX "
+                            "takes no uneven input sharding; leave that dim unsplit (constrain it inside the step)")
     return typ, (dtype or default_dtype)
 
 
@@ -404,11 +407,12 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
     if len(files) > MAX_HLO_FILES:
         raise ExecutorError(f"doctor: --hlo-dir {folder!r} holds {len(files)} modules, more than {MAX_HLO_FILES}; "
                             "dump one program at a time")
+    from synth.fileio import read_text
+
     reports = []
     for p in files:
-        if p.stat().st_size > MAX_HLO_BYTES:
-            raise ExecutorError(f"doctor: {p.name} is larger than {MAX_HLO_BYTES >> 20} MiB; dump a smaller program")
-        text = p.read_text(errors="replace")
+        # regular files inside the folder only, capped before reading (synth.fileio)
+        text = read_text(p, f"doctor: HLO module {p.name}", max_bytes=MAX_HLO_BYTES, inside=root)
         m = re.search(r"num_partitions=(\d+)", text)
         n = int(m.group(1)) if m else 1
         smesh = Mesh.of(mesh) if mesh else Mesh.of(f"d={n}")

@@ -384,6 +384,12 @@ def _compiler_of(x) -> str:
 
 
 def _nbytes(x) -> int | None:
+    """Bytes of a real array's buffers; None for an abstract one (``jax.ShapeDtypeStruct``:
+    an ahead-of-time compile allocates no buffers, so its host memory is not estimated)."""
+    import jax
+
+    if not isinstance(x, jax.Array):
+        return None
     try:
         return int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
     except Exception:  # noqa: BLE001

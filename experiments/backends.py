@@ -174,6 +174,11 @@ def _target_xla_schedule(case: Case, planner: str, itemsize: int, machine, place
     return sched
 
 
+class TargetRejected(ExperimentError):
+    """The machine's compiler has no such machine (a TPU slice libtpu does not make, e.g.
+    6 chips), as opposed to a program that fails to compile."""
+
+
 def compiled_plan_schedule(case: Case, plan, itemsize: int, machine, placement=None,
                            strategy: str = "ours") -> Schedule:
     """Our plan (or Shardy's, ``strategy='shardy-r2c'``) compiled by ``machine``'s own
@@ -182,9 +187,14 @@ def compiled_plan_schedule(case: Case, plan, itemsize: int, machine, placement=N
     from executor.compare import compiled_schedule
 
     mesh, src, dst = case.parsed()
+    from executor.tpu import TargetError
+
     place = resolve_placement(placement, mesh) if compiler_for(machine) == "libtpu" else None
-    sched = compiled_schedule(machine.spec, strategy, mesh, src, dst, plan=plan,
-                              dtype=_dtype_for(case, itemsize), placement=place)
+    try:
+        sched = compiled_schedule(machine.spec, strategy, mesh, src, dst, plan=plan,
+                                  dtype=_dtype_for(case, itemsize), placement=place)
+    except TargetError as e:
+        raise TargetRejected(str(e)) from None
     sched = slices_as_slices(sched)
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
     return sched

@@ -491,7 +491,8 @@ def _deadline(seconds: float, what: str):
         raise _Timeout()
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    t0 = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)  # an enclosing alarm, if any
     try:
         yield
     except _Timeout:
@@ -500,6 +501,8 @@ def _deadline(seconds: float, what: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer > 0:  # give the enclosing alarm back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - t0)))
 
 
 class _Timeout(BaseException):

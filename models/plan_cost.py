@@ -7,8 +7,9 @@ machine's topology, so a calibrated profile or another placement changes the pla
 
 The bounds the search prunes with must never exceed a real plan's cost:
 
-* ``comm_floor_s``: the smallest launch cost ``alpha_s`` of any communicating kind: every
-  communicating op pays at least its own.
+* ``comm_floor_s``: :func:`models.analytic.launch_floor_s` (and no more than the smallest
+  ``alpha_s``): every communicating op pays at least it -- on NVIDIA profiles with NCCL
+  protocols a protocol's base latency, which is below ``alpha_s``.
 * ``bytes_lower_bound_s(n)``: ``floor + n / (largest incoming bandwidth of any chip)``;
   ``plan_lower_bound_s(need)``: ``floor + max_d need_d / in_bandwidth(chip of d)``. Every op
   of :func:`models.analytic.op_time_s` lasts at least as long as its slowest device takes
@@ -38,7 +39,11 @@ class MachineCost:
         n = machine.num_devices
         self.chips = list(chips) if chips is not None else list(range(n))
         self.name = label or f"analytic model of {machine.spec}"
-        self._floor = min(float(machine.alpha_s(k)) for k in COMM_KINDS)
+        # the least fixed cost op_time_s charges a communicating op: on NVIDIA profiles with NCCL
+        # protocols that is a protocol's base latency (LL 6.6 us on H100), below alpha_s (10 us)
+        from models.analytic import launch_floor_s
+
+        self._floor = min(launch_floor_s(machine), min(float(machine.alpha_s(k)) for k in COMM_KINDS))
         topo = machine.topology
         cache: dict = {}
         bw = np.empty(len(self.chips))

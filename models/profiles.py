@@ -405,17 +405,17 @@ def load_profile(spec, size: str | None = None) -> HardwareProfile:
     if isinstance(spec, HardwareProfile):
         return spec if size is None else resize(spec, size)
     if not isinstance(spec, (str, os.PathLike)):
-        raise ProfileError(f"load_profile: expected a string like 'tpu-v4:4x4x4', got {spec!r}")
+        raise ProfileError(f"hardware: expected a string like 'tpu-v4:4x4x4', got {str(spec)[:60]!r}")
     text = str(spec).strip()
     if not text:
-        raise ProfileError("load_profile: empty hardware spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
+        raise ProfileError("hardware: empty spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
     name, size_text = text, size
     head, sep, tail = text.rpartition(":")
     if sep and _SIZE_RE.match(tail.strip()):
         name, size_text = head.strip(), tail.strip() if size is None else size
     elif sep and not os.path.exists(text):
         raise ProfileError(
-            f"load_profile({text!r}): size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
+            f"hardware {text!r}: size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
             "'2' or '2x8' (nodes x GPUs) or '8' (CPU devices)")
     path = _resolve(name)
     try:
@@ -442,7 +442,7 @@ def _resolve(name: str) -> Path:
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
         if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
-        raise ProfileError(f"load_profile: profile file {name!r} does not exist")
+        raise ProfileError(f"hardware: profile file {name!r} does not exist")
     cands = []
     if name.startswith("calibrated/"):
         stem = name.split("/", 1)[1]
@@ -456,7 +456,7 @@ def _resolve(name: str) -> Path:
     if p.is_file():
         return p
     raise ProfileError(
-        f"load_profile: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
+        f"hardware: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
         "(or give a path to a .yaml/.json profile file)")
 
 

@@ -1,17 +1,27 @@
-"""Safe file input and output for every command-line tool.
+"""Safe file input and output for every command-line tool and the app.
 
-* :func:`check_output_file` / :func:`check_output_dir` run *before* long work starts,
-  so a bad ``--out`` (a directory, a missing parent folder, a read-only filesystem,
-  a device such as ``/dev/full``) fails in a second, not after the work is done.
-* :func:`atomic_write_text` / :func:`atomic_write_bytes` / :func:`atomic_writer`
-  write through a temporary file with a unique name in the same folder and then
-  ``os.replace`` it onto the target: readers see the old file or the new one, never a
-  half-written one, and two writers never share a temporary name.
-* :func:`read_text` / :func:`read_json` read UTF-8 text, refusing a missing file, a
-  folder, a device, a file over :data:`MAX_READ_BYTES` or bytes that are not UTF-8.
+Invariants, stated once:
+
+* **reading**: every input file goes through :func:`read_bytes` (and the layers on
+  it: :func:`read_text`, :func:`read_json`, :func:`read_yaml`, :func:`read_validated`,
+  :func:`iter_lines`). The file is opened with ``O_NONBLOCK`` (a FIFO or device never
+  blocks the open), the *open descriptor* is ``fstat``-ed and anything but a regular
+  file is refused, and the size cap (``file_bytes``, ``yaml_bytes``, ``rows_bytes`` of
+  :mod:`synth.limits`) is checked before a byte is read. :func:`read_validated` is the
+  one reader of a document: then a pydantic schema.
+* **writing**: nothing the tools write follows a link out of its folder.
+  :func:`check_output_file` refuses a link, folder, FIFO or device before long work;
+  :func:`atomic_writer` writes a unique temporary file in the same folder and
+  ``os.replace``-s it onto the target (a link planted later is replaced, never written
+  through); the files written in place -- ``rows.jsonl`` and ``.lock`` of a run folder
+  (:func:`open_for_append`, :func:`open_for_update`, :func:`open_lock_file`) -- are
+  opened with ``O_NOFOLLOW`` and ``fstat``-ed.
+* **showing** (the app's results root): :func:`check_inside` refuses a path outside
+  the root or with a link anywhere below it.
 
 Every failure raises :class:`FileError` (a ``RedistributionError``) whose message is
-one line naming the file, what went wrong and what to do.
+one line naming the file, what went wrong and what to do, e.g.
+``results file OUT/rows.jsonl is a pipe (FIFO), not a regular file; give a file``.
 """
 
 from __future__ import annotations

@@ -194,11 +194,16 @@ def test_whatif_chart_never_joins_two_machines_and_matches_the_rows():
     df = pd.DataFrame(rows)
     fig = figures.whatif_figure(df)
     assert len(fig.data) == 4
+    div = fig.layout.meta["divisor"]
+    assert fig.layout.yaxis.title.text == f"simulated time ({fig.layout.meta['unit']})"
+    assert fig.layout.xaxis.title.text.startswith("link bandwidth scale")
     for tr in fig.data:
         g = tr.meta["group"]
         part = df[(df["machine"] == g["machine"]) & (df["planner"] == g["planner"])].sort_values("bandwidth_scale")
         assert list(tr.x) == list(part["bandwidth_scale"])
-        assert list(tr.y) == list(part["time_s"])
+        assert list(tr.customdata) == list(part["time_s"])
+        assert tr.y == pytest.approx([t / div for t in part["time_s"]])
+        assert tr.name == f"{g['planner']} on {g['machine']}"
         assert all(b < a for a, b in zip(tr.y, tr.y[1:])), "more bandwidth is never slower in these rows"
 
 

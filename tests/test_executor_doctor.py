@@ -113,6 +113,8 @@ def test_json_output(capsys):
     ([f"{PROG}:train_step", "--mesh", "x=4,y=4"], ["16 devices", "8"]),
     ([f"{PROG}:train_step", "--arg", "[8{z}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
      ["--arg", "z"]),
+    ([f"{PROG}:train_step", "--arg", "[9{x}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
+     ["does not divide", "uneven"]),
 ])
 def test_bad_input_is_one_line_exit_2(args, words, capsys):
     assert main(["doctor", *args]) == 2
@@ -166,6 +168,27 @@ def test_a_remat_inside_a_nested_jit_is_found_with_its_shardings():
     assert len(remat) == 1
     f = remat[0]
     assert f.line == f"transformer_block.py:{_line_of('the remat happens inside this call')}"
-    assert f.innermost.startswith("transformer_block.py:%d" % _line_of("nested jit: the same layout change")) or \
-        f.innermost.startswith("transformer_block.py:22")
+    inner, helper = _line_of("return jax.lax.with_sharding_constraint"), _line_of("nested jit: the same layout")
+    assert f.innermost == f"transformer_block.py:{inner} (_constrain)"
+    assert f"transformer_block.py:{helper} _relayout" in f.chain
     assert (f.src, f.dst) == ("[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]") and f.fix
+
+
+def test_hlo_folder_files_are_checked(tmp_path, monkeypatch):
+    from executor import doctor
+    from synth.errors import RedistributionError
+
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("not HLO at all\n")
+    with pytest.raises(RedistributionError, match="HLO"):
+        doctor_hlo_dir(str(tmp_path))
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("HloModule m\n" + "x" * 4096)
+    monkeypatch.setattr(doctor, "MAX_HLO_BYTES", 1024)
+    with pytest.raises(RedistributionError, match="limit"):
+        doctor_hlo_dir(str(tmp_path))
+    # a link is not followed out of the folder: only the link's target outside is there
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").unlink()
+    outside = tmp_path.parent / f"{tmp_path.name}_outside.txt"
+    outside.write_text("HloModule m\n")
+    (tmp_path / "module_0002.jit_g.cpu_after_optimizations.txt").symlink_to(outside)
+    with pytest.raises(ExecutorError, match="no optimized HLO modules"):
+        doctor_hlo_dir(str(tmp_path))

@@ -552,13 +552,13 @@ for _k in ("steps-str", "steps-int", "step-str", "step-dim-str", "mesh-list", "m
     case3(f"api-plan-from-dict-{_k}", "api", "api", f"plan-{_k}")
 
 # ---- simulator validate --data ----
-VALIDATE = {"empty": None, "list": None, "rows-not-list": "rows", "row-not-mapping": "rows",
+VALIDATE = {"empty": None, "list": None, "rows-not-list": "rows", "row-not-mapping": "row",
             "zero-time": "time_s", "zero-size": "size_bytes", "zero-devices": "devices", "unknown-key": "speed",
             "bad-profile": "profile", "nan-time": "time_s", "neg-size": "size_bytes", "huge-devices": "devices",
             "str-size": "size_bytes", "fifo": "pipe", "sparse3g": "limit", "nonutf8": "UTF-8"}
 #: simulator/validate.py's --data schema is the machine-model engineer's (issue 22); its cases
 #: join the corpus once validate reads through synth.fileio.read_validated
-VALIDATE_CASES = False
+VALIDATE_CASES = True
 for _k, _m in (VALIDATE.items() if VALIDATE_CASES else ()):
     case3(f"validate-data-{_k}", "validate-data", "simulator", ["validate", "--data", f"{{tmp}}/v-{_k}.yaml"],
           "error", _m)
@@ -667,7 +667,8 @@ for _k in ("from-spec-unreduced-int", "from-spec-unreduced-list-int", "refine-su
 
 # ---- compiles: estimated before, one line when they do not fit ----
 case3("compile-xla-schedule-estimate", "compile", "executor",
-      ["xla-schedule", "--mesh", "x=8", "--src", "[8{x}, 33554432]", "--dst", "[8, 33554432{x}]"], "error",
+      ["xla-schedule", "--check", "--mesh", "x=8", "--src", "[8{x}, 33554432]", "--dst", "[8, 33554432{x}]"],
+      "error",
       "compile", env={"REDIST_MEMORY_BUDGET_BYTES": "3e9"})
 for _k in ("guard-cpu-over-budget", "guard-resource-exhausted", "guard-memoryerror", "guard-other-error"):
     case3(f"api-compile-{_k}", "compile", "api", f"compile-{_k}", "ok" if _k == "guard-other-error" else "error")
@@ -694,7 +695,8 @@ for _surface, _argv in (("synth", ["plan", "--bogus", "--json"]), ("simulator", 
                         ("executor", ["codegen", "--mesh", "x=2", "--src", "[4{q}]", "--dst", "[4]", "--json"]),
                         ("experiments", ["run", "{tmp}/nope.yaml", "--out", "{tmp}/o-j", "--json"]),
                         ("experiments", ["suites", "--suite", "bogus", "--json"]),
-                        ("simulator", ["run", "--schedule", "/dev/zero", "--json"])):
+                        ("simulator", ["run", "--schedule", "/dev/zero", "--json"]),
+                        ("simulator", ["validate", "--data", "/dev/zero", "--json"])):
     case3(f"json-error-{_surface}-{_argv[0]}-{len(CASES)}", "consistency", _surface, _argv, "error")
 
 # ---- real subprocesses: a sample, including the issue's examples ----
@@ -1138,7 +1140,8 @@ def run_cli_case(surface, argv):
 
 #: an internal call named in a user-facing message (``ArrayType.parse('...')``, ``load_profile(...)``)
 INTERNAL_NAME = re.compile(
-    r"\b(ArrayType|Mesh|Plan|Schedule|ScheduleOp)\.\w+\(|\b(parse_type|load_profile|synthesize|from_dict)\(")
+    r"\b(ArrayType|Mesh|Plan|Schedule|ScheduleOp)(\.\w+)?(\(|: )|"
+    r"\b(parse_type|parse_partition_spec|load_profile|synthesize|from_dict|with_scale)(\(|: )")
 
 
 def judge_cli(rc, err, expect, match, out="", argv=()):
@@ -1291,6 +1294,9 @@ def worker(out_path: str) -> None:
                         "peak_after_bytes": _own_peak_bytes()}
     peak = _own_peak_bytes()
     Path(out_path).write_text(json.dumps({"results": results, "peak_rss_bytes": peak}))
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)  # the fixtures (an 86 MB schedule among them); links are not followed
 
 
 def _own_peak_bytes() -> int:

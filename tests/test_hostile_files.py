@@ -508,7 +508,8 @@ def test_report_error_json_and_public_names(capsys):
     assert report_error(LimitError("too big"), ["plan"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == "error: too big\n"
-    assert public_message("load_profile('x'): unknown") == "profile 'x': unknown"
+    assert public_message("load_profile('x'): unknown") == "hardware 'x': unknown"
+    assert public_message("--mesh Mesh.parse: empty mesh string") == "--mesh: empty mesh string"
 
 
 def test_memory_budget_env_must_be_finite(monkeypatch):
@@ -601,3 +602,26 @@ def test_member_variables_are_checked_together(monkeypatch):
     monkeypatch.setenv(distributed.ENV_ID, "2")
     with pytest.raises(ExecutorError, match="0 <= id < processes"):
         distributed.member_layout()
+
+
+def test_connection_deadline_fires_and_keeps_an_enclosing_alarm():
+    import signal
+    import time
+
+    from experiments.case import ExperimentError
+    from experiments.runner import _deadline
+
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with pytest.raises(ExperimentError, match="joining X did not finish within 0.2 s"):
+            with _deadline(0.2, "joining X"):
+                for _ in range(2000):  # at most 20 s, then pytest.raises fails
+                    time.sleep(0.01)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 30  # the enclosing alarm still runs
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert not fired

@@ -259,3 +259,16 @@ def test_shipped_calibrated_profiles_hold_only_plausible_values():
         assert prof.link_bandwidth_Bps < 1e13
         assert all(kp.bandwidth_Bps is None or kp.bandwidth_Bps < 1e13 for _k, kp in prof.overrides)
     assert np.isfinite(load_profile("calibrated/cpu-8").link_bandwidth_Bps)
+
+
+def test_multislice_profile_crosses_slices_over_dcn():
+    m = load_profile("tpu-v5p-multislice")
+    assert (m.kind, m.dims, m.unsourced()) == ("switched", (2, 64), [])
+    assert m.nic_bandwidth_Bps == pytest.approx(6.25e9)          # 50 Gb/s of DCN per chip
+    # one chip of each slice pairs with its twin in the other: every byte crosses DCN, chip by chip
+    pairs = tuple((i, 64 + i) for i in range(64))
+    res = simulate(one_op("all_reduce", 128, 1 << 28, pairs), m)
+    assert res.time_s == pytest.approx((1 << 28) / 6.25e9, rel=0.02)
+    assert res.lower_bound_s <= res.time_s
+    inside = simulate(one_op("all_reduce", 128, 1 << 28, tuple((2 * i, 2 * i + 1) for i in range(64))), m)
+    assert inside.time_s < res.time_s / 20                       # ICI inside a slice

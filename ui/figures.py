@@ -329,9 +329,10 @@ def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.F
     fig.update_layout(title=(title + " " if title else "") + str(t) + f"<br><sup>{sub}</sup>",
                       height=min(700, 160 + 26 * min(rows, 24)), margin=dict(l=60, r=20, t=80, b=40),
                       plot_bgcolor="white")
-    fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain")
+    fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain",
+                     dtick=1 if cols <= 32 else None)  # device columns are whole numbers
     fig.update_yaxes(title=f"{names[0]} (device row)" if names else "", autorange="reversed",
-                     showgrid=False, zeroline=False)
+                     showgrid=False, zeroline=False, dtick=1 if rows <= 32 else None)
     fig.update_layout(meta={"summary": True, "rows": rows, "cols": cols})
     return fig
 
@@ -751,30 +752,75 @@ SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src",
               "itemsize", "itemsize_knob", "dtype", "strategy")
 
 
+def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None = None,
+                       bound_label: str = "") -> go.Figure:
+    """One point per row: ``y`` per planner (x), coloured by machine, on a log axis with
+    the bound drawn as a line; the hover names the case."""
+    fig = go.Figure()
+    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else [""]
+    planners = sorted(str(p) for p in df["planner"].dropna().unique())
+    for i, m in enumerate(machines):
+        part = df[df["machine"].astype(str) == m] if m else df
+        fig.add_scatter(x=part["planner"].astype(str).tolist(), y=part[y].tolist(), mode="markers", name=m,
+                        marker=dict(color=_PALETTE[i % len(_PALETTE)], size=9, opacity=0.75),
+                        text=part["case"].astype(str).tolist(),
+                        hovertemplate="%{text}<br>%{x} on " + m + "<br>%{y:.3~g}x<extra></extra>")
+    if bound is not None and planners:
+        # a trace, not add_hline: on a log axis add_hline misplaces its annotation
+        fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
+                        line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
+    fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
+    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
+    if vals:  # 1-2-5 ticks, labelled as ratios
+        tv, _ = _log_ticks(min(vals), max(vals), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}x" for v in tv])
+    fig.update_yaxes(title=y_title, type="log")
+    fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
+                      legend=dict(title="machine"), meta={"y": y})
+    return fig
+
+
 def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figure:
     """Time against a what-if knob: one line per combination of every identifying
     column that is not on the x axis (so a line never joins two machines or two
-    planners), coloured by planner."""
+    planners), coloured by planner, dashed per machine; the page passes one case at a
+    time so a reader can follow it. Times are drawn in adaptive units (``meta`` keeps the
+    divisor; the traces' ``customdata`` holds the seconds)."""
     keys = [k for k in SWEEP_KEYS if k in df.columns and k != x and df[k].nunique(dropna=False) > 1]
     fig = go.Figure()
     planners = sorted(str(p) for p in df["planner"].dropna().unique()) if "planner" in df else []
+    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else []
     color = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(planners)}
-    shown = set()
+    dash = {m: ("solid", "dash", "dot", "dashdot", "longdash")[i % 5] for i, m in enumerate(machines)}
+    div, unit = time_unit(float(df[y].max()) if len(df) else 0.0)
     groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
     for key, part in groups:
         key = key if isinstance(key, tuple) else (key,)
         part = part.sort_values(x)
         planner = str(part["planner"].iloc[0]) if "planner" in part else ""
-        name = " | ".join(f"{k}={v}" for k, v in zip(keys, key)) or "all rows"
-        fig.add_scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers", name=planner or name,
-                        legendgroup=planner, showlegend=planner not in shown,
-                        line=dict(color=color.get(planner, "#4C78A8")),
-                        meta={"group": dict(zip(keys, [str(v) for v in key]))},
-                        hovertemplate=name.replace("|", "<br>") + "<br>" + x + " %{x}<br>" + y
-                        + " %{y:.4~g}<extra></extra>")
-        shown.add(planner)
-    fig.update_xaxes(type="log", title=x)
-    fig.update_yaxes(type="log", title=f"{y} (s)")
-    fig.update_layout(title="What if: simulated time vs link bandwidth scale (one line per case, machine, "
-                            "planner and other knobs)", height=420, margin=dict(l=40, r=20, t=60, b=40))
+        machine = str(part["machine"].iloc[0]) if "machine" in part else ""
+        g = dict(zip(keys, [str(v) for v in key]))
+        name = " on ".join(v for v in (planner, machine) if v) or "all rows"
+        rest = {k: v for k, v in g.items() if k not in ("planner", "machine")}
+        if rest:
+            name += " (" + ", ".join(f"{k}={v}" for k, v in rest.items()) + ")"
+        fig.add_scatter(x=part[x].tolist(), y=(part[y] / div).tolist(), customdata=part[y].tolist(),
+                        mode="lines+markers", name=name, line=dict(color=color.get(planner, "#4C78A8"),
+                                                                    dash=dash.get(machine, "solid")),
+                        meta={"group": g},
+                        hovertemplate=name + "<br>bandwidth x%{x}<br>%{y:.4~g} " + unit + "<extra></extra>")
+    fig.update_xaxes(type="log", title="link bandwidth scale (x the profile's)")
+    ys = [float(v) / div for v in df[y].dropna() if float(v) > 0]
+    if ys:
+        tv, _ = _log_ticks(min(ys), max(ys), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}" for v in tv])
+    xs = sorted({float(v) for v in df[x].dropna() if float(v) > 0})
+    if xs and len(xs) <= 12:
+        fig.update_xaxes(tickvals=xs, ticktext=[f"x{v:g}" for v in xs])
+    fig.update_yaxes(type="log", title=f"simulated time ({unit})")
+    cases = sorted(str(c) for c in df["case"].dropna().unique()) if "case" in df else []
+    what = f"case {cases[0]}" if len(cases) == 1 else f"{len(cases)} cases"
+    fig.update_layout(title=f"What if: simulated time of {what} vs link bandwidth<br><sup>one line per planner "
+                            "(colour) and machine (dash)</sup>", height=420, margin=dict(l=60, r=20, t=70, b=40),
+                      meta={"divisor": div, "unit": unit})
     return fig

@@ -88,7 +88,10 @@ def _sweep_rows(path: str, mtime: float):
 
 def sweep_rows(path: str):
     """The rows of a results folder as a DataFrame (``experiments.report.load_rows``);
-    reloaded when ``rows.jsonl`` changes. Only folders under the results root."""
+    reloaded when ``rows.jsonl`` changes. Only folders under the results root, and the
+    bundled example (shipped read-only with the app)."""
+    if Path(path).resolve() == EXAMPLE_DIR:
+        return _sweep_rows(str(EXAMPLE_DIR), _mtime(str(EXAMPLE_DIR)))
     p = str(check_results_path(path))
     fileio = importlib.import_module("synth.fileio")
     try:  # no link below the results root, rows.jsonl a regular file (read without following a link)
@@ -187,3 +190,108 @@ def read_calibration(profile_path: str) -> tuple[dict, dict | None]:
     rp = p.with_name(p.stem + ".report.json")
     rep = _read_json(str(rp), os.stat(rp).st_mtime) if rp.is_file() else None
     return prof, rep
+
+
+# -- the smoke sweep and the bundled example ------------------------------------------------
+#: The config the Sweeps page offers to run on a fresh clone.
+SMOKE_CONFIG = "experiments/configs/smoke.yaml"
+#: A small sweep shipped with the app (read only), shown until a sweep is run.
+EXAMPLE_DIR = Path(__file__).resolve().parent / "example_sweep"
+EXAMPLE_NOTE = ("the smoke sweep (experiments/configs/smoke.yaml) as run on the 2-core development VM on "
+                "2026-12-01, shipped in ui/example_sweep/. Its measured CPU times are that machine's; "
+                "run the sweep to see your own.")
+
+
+def smoke_out_dir() -> Path:
+    """Where the page's smoke sweep writes: ``results/smoke`` (under ``APP_RESULTS_ROOT``
+    when set)."""
+    root = results_root()
+    return root / ("results/smoke" if root == REPO_ROOT else "smoke")
+
+
+# -- calibrated profiles: fit quality and implausible values --------------------------------
+#: A fitted bandwidth at or above this is the fit's cap (the data set no limit): no link
+#: of any machine this tool models comes near it (NVLink 5 is 1.8e12 B/s per GPU).
+CAP_BPS = 1e14
+#: Below this a fitted bandwidth is slower than any interconnect modelled (1 MB/s).
+MIN_BPS = 1e6
+#: Above this a fitted latency or launch cost is longer than any collective's start-up.
+MAX_LATENCY_S = 0.1
+
+
+def _fitted(v):
+    v = v.get("value") if isinstance(v, dict) else v
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def calibration_flags(prof: dict) -> list[dict]:
+    """Fitted values no real machine has, each ``{"scope", "parameter", "value", "why"}``:
+    a bandwidth at the fit's cap (``>= CAP_BPS``: the fit found no limit, e.g. 1e15 B/s =
+    1,000,000 GB/s), below ``MIN_BPS``, faster than the profile's own device memory
+    (``hbm_bandwidth_Bps``: a CPU 'link' is a memory copy), a latency above
+    ``MAX_LATENCY_S``, or a time fitted to exactly 0 (not identifiable from the data)."""
+    params = prof.get("params") or {}
+    hbm = _fitted(params.get("hbm_bandwidth_Bps"))
+    out = []
+
+    def check(scope, name, raw):
+        v = _fitted(raw)
+        if v is None:
+            return
+        why = None
+        if name.endswith("_Bps"):
+            if v >= CAP_BPS:
+                why = (f"{v / 1e9:,.0f} GB/s is at the fit's cap: the measurements set no limit, so this "
+                       "parameter is not identified (no link is this fast)")
+            elif v < MIN_BPS:
+                why = f"{v:.3g} B/s is slower than any interconnect"
+            elif hbm and name != "hbm_bandwidth_Bps" and scope in ("machine",) and v > 10 * hbm:
+                why = (f"{v / 1e9:,.3g} GB/s is over 10x the device memory bandwidth it copies through "
+                       f"({hbm / 1e9:,.3g} GB/s)")
+        elif name.endswith("_s"):
+            if v > MAX_LATENCY_S:
+                why = f"{v:.3g} s is longer than any collective's start-up"
+            elif v == 0 and ("alpha" in name or "latency" in name or "overhead" in name):
+                why = "fitted to 0: the measurements do not constrain it (not identifiable)"
+        if why:
+            out.append({"scope": scope, "parameter": name, "value": v, "why": why})
+
+    for name, raw in params.items():
+        check("machine", name, raw)
+    for kind, entry in (prof.get("collectives") or {}).items():
+        if isinstance(entry, dict):
+            for name, raw in entry.items():
+                check(kind, name, raw)
+    return out
+
+
+def calibration_overview(paths: list[str]) -> list[dict]:
+    """One row per calibrated profile file: its name, backend, held-out and fit error,
+    points fitted and how many values :func:`calibration_flags` flags. A file that does
+    not read gives a row with its one-line error."""
+    rows = []
+    for p in paths:
+        try:
+            prof, rep = read_calibration(p)
+        except InputError as e:
+            rows.append({"profile": Path(p).stem, "error": str(e)})
+            continue
+        cal = prof.get("calibration") if isinstance(prof.get("calibration"), dict) else {}
+        rep = rep if isinstance(rep, dict) else {}
+        fit = rep.get("fit") if isinstance(rep.get("fit"), dict) else {}
+        fit_mape = _fitted(fit.get("mape")) if fit else _fitted(cal.get("fit_mape"))
+        rows.append({
+            "profile": str(prof.get("name", Path(p).stem)),
+            "backend": f"{cal.get('backend', rep.get('backend', '?'))} x{cal.get('devices', rep.get('devices', '?'))}",
+            "held-out MAPE %": _fitted(rep.get("mape")),
+            "fit MAPE %": None if fit_mape is None else 100 * fit_mape,
+            "fit max error %": None if _fitted(cal.get("fit_max_rel_err")) is None
+            else 100 * _fitted(cal.get("fit_max_rel_err")),
+            "points fitted": cal.get("points", fit.get("points")),
+            "implausible values": len(calibration_flags(prof)),
+            "error": "",
+        })
+    return rows

@@ -133,3 +133,17 @@ def scenario_devices(sc: Scenario) -> int:
         return machine_devices(sc.machine_size)
     return machine(sc.machine_profile, sc.machine_size).num_devices
 
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def latency_floor_s(profile: str, latency_scale: float = 1.0) -> float | None:
+    """The least latency any communicating plan pays on ``profile`` (with its latency
+    scaled): ``models.plan_cost.machine_cost(machine).comm_floor_s()``, the smallest launch
+    cost of any communicating kind. ``None`` when models/ cannot load the profile."""
+    try:
+        from models.plan_cost import machine_cost
+
+        m = machine(profile, "", 1.0, float(latency_scale))
+        return float(machine_cost(m).comm_floor_s())
+    except Exception:  # noqa: BLE001 - unknown profile (an old results folder): no floor
+        return None

@@ -248,3 +248,32 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
         out.append(("optimality", level, f"Search: {status} ({fmt_seconds(t)} under the {model}); "
                     "not proven optimal over every plan."))
     return out
+
+
+# -- the Plan page's pictures, cached (plotly imported only here, off the first paint) --------
+@st.cache_resource(show_spinner=False, max_entries=128)
+def layout_picture(type_text: str, mesh_text: str, title: str, exact: bool):
+    """``(figure, summarised, per-axis text)`` of a type's layout on a mesh: the exact
+    grid, or its summary when the grid is too big (``ui.figures.layout_needs_summary``)
+    and ``exact`` is false. Shared between sessions (figures are not mutated)."""
+    from ui import figures
+
+    mesh = synth.Mesh.parse(mesh_text)
+    t = synth.ArrayType.parse(type_text).check(mesh)
+    big = figures.layout_needs_summary(t, mesh)
+    fig = (figures.layout_summary_figure(t, mesh, title) if big and not exact
+           else figures.layout_figure(t, mesh, title))
+    return fig, big and not exact, figures.layout_axes_text(t, mesh)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _plan_figures(plan_json_text: str, easy_peak_bytes: int, capacity_bytes: int | None):
+    from ui import figures
+
+    plan = synth.Plan.from_dict(json.loads(plan_json_text))
+    return figures.plan_memory_figure(plan, easy_peak_bytes, capacity_bytes), figures.recv_heatmap(plan)
+
+
+def plan_figures(plan: synth.Plan, easy_peak_bytes: int, capacity_bytes: int | None):
+    """``(memory figure, received-bytes heat map)`` of a plan (cached)."""
+    return _plan_figures(plan.to_json(), int(easy_peak_bytes), capacity_bytes)

@@ -255,3 +255,31 @@ def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict
         out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])
     return out
 
+
+
+# -- sweeps (experiments runner in a worker job) ---------------------------------------------
+def sweep_job(config_path: str, out_dir: str, slot: str = "sweep", start: bool = True):
+    """The smoke sweep (or any config) run by :func:`ui.work.run_sweep` in a worker job:
+    a :class:`Pending` while it runs (progress: rows written), its result dict when done,
+    ``None`` when it was not asked for (``start=False`` and no job of this session)."""
+    from ui import jobs
+
+    key = json.dumps(["ui.work:run_sweep", [config_path, out_dir]])
+    m = jobs.manager()
+    done = m.result(key)
+    if done is not None:
+        return done
+    marker = f"_job_cancelled_{slot}"
+    if st.session_state.get(marker) == key:
+        return Pending(jobs.Job(key=key, func="ui.work:run_sweep", args=(config_path, out_dir),
+                                label="sweep", estimate_s=None, state="cancelled"), slot, "The smoke sweep")
+    job = m.get(key)
+    if job is None and not start:
+        return None
+    if job is None or job.finished:
+        st.session_state.pop(marker, None)
+        job = m.submit(key, "ui.work:run_sweep", (config_path, out_dir), session=jobs.session_id(), slot=slot,
+                       label="sweep", estimate_s=60.0)
+    if job.state == "done":
+        return job.result
+    return Pending(job, slot, "The smoke sweep")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 from synth.collectives import (
@@ -312,10 +313,18 @@ def our_plan(case: dict, planner: str = "auto", fuse: bool = False, **kw):
 
         return plan_crossmesh(case["mesh"], case["src"], case["dst_mesh"], case["dst"], case["itemsize"],
                               planner=planner)
+    plan = _synthesize(case["mesh"], case["src"], case["dst"], planner, case["itemsize"],
+                       tuple(sorted(kw.items())))
+    return fused_plan(plan) if fuse else plan
+
+
+@lru_cache(maxsize=1024)
+def _synthesize(mesh: str, src: str, dst: str, planner: str, itemsize: int, kw: tuple) -> Plan:
+    """One plan per case and options in a process (the planner is deterministic: its
+    budget is work, not time; plans are immutable)."""
     from synth.planners import synthesize
 
-    plan = synthesize(case["mesh"], case["src"], case["dst"], planner=planner, itemsize=case["itemsize"], **kw)
-    return fused_plan(plan) if fuse else plan
+    return synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **dict(kw))
 
 
 def fused_plan(plan: Plan) -> Plan:

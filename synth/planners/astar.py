@@ -46,10 +46,11 @@ class Budget:
         self.expanded = 0
 
     def tick(self, n: int = 1):
+        before = self.used
         self.used += n
         if self.used > self.limit:
             raise OutOfWork
-        if not self.used & 255 and time.perf_counter() > self.deadline:
+        if (before >> 8) != (self.used >> 8) and time.perf_counter() > self.deadline:
             raise OutOfTime
 
 
@@ -72,27 +73,30 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc). Returns
     ``(Found or None, exhausted)``; raises :class:`OutOfWork` / :class:`OutOfTime`.
 
-    In the full pass, the permutes from a state to every type of its splits are one heap
-    entry (a *class* entry) until it is popped: its key is the cheapest such permute
-    with no bound on the rest (admissible), so most classes are never enumerated once an
-    upper bound prunes them."""
-    S0, T = sp.S0, sp.T
+    Nodes are ``(state id, run)``: ``run`` is the shard (elements) at the start of the run
+    of slices in progress (0: none), when local ops cost something. In the full pass, the
+    permutes from a state to every type of its splits are one heap entry (a *class*
+    entry) until it is popped: its key is the cheapest such permute with no bound on the
+    rest (admissible), so most classes are never enumerated once an upper bound prunes
+    them."""
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     runs = not sp.local_free  # a run of slices is one local op, costed when it ends
     fewest = objective == "fewest"
     inf = float("inf")
+    shards, h_id = sp.shards, sp.h_id
 
     def key(g, hh):
-        f = _add(g, hh)
+        f = (g[0] + hh[0], g[1] + hh[1], g[2] + hh[2])
         return (f[2], f[1], f[0]) if fewest else f
 
     tick = budget.tick
     sp.tick = tick
-    start = (S0, 0)
+    start = (s0, 0)
     best_g = {start: _ZERO}
     parent = {start: None}
-    peak_of = {start: sp.shard(S0)}
+    peak_of = {start: shards[s0]}
     counter = itertools.count()
-    heap = [(key(_ZERO, sp.h(S0)), next(counter), _ZERO, start)]
+    heap = [(key(_ZERO, h_id(s0)), next(counter), _ZERO, start)]
     push = heapq.heappush
 
     def relax(node, g2, node2, steps, live):
@@ -101,7 +105,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         old = best_g.get(node2)
         if old is not None and key(old, _ZERO) <= key(g2, _ZERO):
             return
-        hh = sp.h(node2[0])
+        hh = h_id(node2[0])
         if time_limit is not None and g2[0] + hh[0] > time_limit:
             return
         f2 = key(g2, hh)
@@ -120,63 +124,63 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             _, origin, g0 = node
             if g0 != best_g.get(origin):
                 continue
-            state, run = origin
-            sh = sp.shard(state)
+            i, run = origin
+            sh = shards[i]
             if live_cap is not None and 2 * sh > live_cap:
                 continue
             g1 = _add(g0, sp.local_run_cost(run, sh)) if run else g0
+            state = sp.states[i]
             dims, U = state
             for d2 in sp.class_members(sp.info(dims)[0], U):
                 if d2 == dims:
                     continue
                 s2 = (d2, U)
                 step = ("all_permute", s2)
-                relax(origin, _add(g1, sp.step_cost(step, state, s2)), (s2, 0), (step,), 2 * sh)
+                relax(origin, _add(g1, sp.step_cost(step, state, s2)), (sp.intern(s2), 0), (step,), 2 * sh)
             continue
         if g != best_g.get(node):
             continue  # stale: reached more cheaply since
-        state, run = node
-        if state == T and run == 0:
+        i, run = node
+        if i == t and run == 0:
             return Found(_path(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
-        sh = sp.shard(state)
-        for steps, s2 in sp.moves(state, full):
-            tick()
-            kind = steps[0][0]
-            if kind == "permute_class":
-                c = sp.permute_floor(state)
-                g2 = _add(g, c)
-                if upper is not None and key(g2, _ZERO) >= upper:
+        sh = shards[i]
+        succ = sp.successors(i, full)
+        tick(len(succ))
+        for steps, j, sh2, c in succ:
+            if c is None:
+                if steps[0][0] == "permute_class":
+                    c = sp.permute_floor(sp.states[i])
+                    g2 = _add(g, c)
+                    if upper is not None and key(g2, _ZERO) >= upper:
+                        continue
+                    if time_limit is not None and g2[0] > time_limit:
+                        continue
+                    push(heap, (key(g2, _ZERO), next(counter), g2, ("class", node, g)))
                     continue
-                if time_limit is not None and g2[0] > time_limit:
+                if sh2 > cap:
                     continue
-                push(heap, (key(g2, _ZERO), next(counter), g2, ("class", node, g)))
+                live = sh + sh2
+                if live_cap is not None and live > live_cap:
+                    continue
+                if runs:
+                    run2 = run or sh
+                    if j == t:
+                        relax(node, _add(g, sp.local_run_cost(run2, sh2)), (j, 0), steps, live)
+                    else:
+                        relax(node, g, (j, run2), steps, live)
+                else:
+                    relax(node, g, (j, 0), steps, live)
                 continue
-            sh2 = sp.shard(s2)
             if sh2 > cap:
                 continue
             live = sh + sh2 if len(steps) == 1 else max(sh + sh2, 2 * sh)
             if live_cap is not None and live > live_cap:
                 continue
-            if kind == "dyn_slice":
-                if runs:
-                    run2 = run or sh
-                    if s2 == T:
-                        relax(node, _add(g, sp.local_run_cost(run2, sh2)), (s2, 0), steps, live)
-                    else:
-                        relax(node, g, (s2, run2), steps, live)
-                else:
-                    relax(node, g, (s2, 0), steps, live)
-                continue
-            g2 = g
-            prev = state
-            for st in steps:
-                nxt = s2 if st is steps[-1] else st[1]
-                g2 = _add(g2, sp.step_cost(st, prev, nxt))
-                prev = nxt
+            g2 = (g[0] + c[0], g[1] + c[1], g[2] + c[2])
             if run:
                 g2 = _add(g2, sp.local_run_cost(run, sh))
-            relax(node, g2, (s2, 0), steps, live)
+            relax(node, g2, (j, 0), steps, live)
     return None, True
 
 
@@ -192,32 +196,35 @@ def _path(parent, node):
 def bottleneck(sp: Space, budget: Budget, full: bool = True):
     """The least largest shard (elements) over every path, by a minimax Dijkstra over the
     full move set (``full``; else the directed pass's moves), without a cap."""
-    S0, T = sp.S0, sp.T
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     sp.tick = budget.tick
-    best = {S0: sp.shard(S0)}
+    shards = sp.shards
+    best = {s0: shards[s0]}
     counter = itertools.count()
-    heap = [(best[S0], next(counter), S0)]
+    heap = [(best[s0], next(counter), s0)]
     done = set()
     while heap:
-        b, _, s = heapq.heappop(heap)
-        if s in done:
+        b, _, i = heapq.heappop(heap)
+        if i in done:
             continue
-        if s == T:
+        if i == t:
             return b
-        done.add(s)
+        done.add(i)
         budget.expanded += 1
-        for steps, s2 in sp.moves(s, full):
-            budget.tick()
+        succ = sp.successors(i, full)
+        budget.tick(len(succ))
+        for steps, j, sh2, _c in succ:
             if steps[0][0] == "permute_class":  # same shard: every member at bottleneck b
-                for d2 in sp.class_members(sp.info(s[0])[0], s[1]):
-                    t2 = (d2, s[1])
-                    if t2 not in done and best.get(t2, b + 1) > b:
-                        best[t2] = b
-                        heapq.heappush(heap, (b, next(counter), t2))
+                dims, U = sp.states[i]
+                for d2 in sp.class_members(sp.info(dims)[0], U):
+                    k = sp.intern((d2, U))
+                    if k not in done and best.get(k, b + 1) > b:
+                        best[k] = b
+                        heapq.heappush(heap, (b, next(counter), k))
                 continue
-            b2 = max(b, sp.shard(s2))
-            if s2 in done or best.get(s2, b2 + 1) <= b2:
+            b2 = max(b, sh2)
+            if j in done or best.get(j, b2 + 1) <= b2:
                 continue
-            best[s2] = b2
-            heapq.heappush(heap, (b2, next(counter), s2))
+            best[j] = b2
+            heapq.heappush(heap, (b2, next(counter), j))
     return None

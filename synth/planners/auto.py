@@ -107,6 +107,9 @@ def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
                 j = mid
             else:
                 i = mid + 1
+    if best.cost[2] <= 1:
+        st.ties = "broken"
+        return best
     f, _ = astar(sp, budget, cap, full=True, live_cap=best.peak, objective="fewest", time_limit=limit)
     if f is not None and f.cost[0] <= limit and f.peak <= best.peak and \
             (f.cost[2], f.cost[1]) < (best.cost[2], best.cost[1]):
@@ -219,7 +222,12 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         notes.append(f"auto: the {what}"
                      " ran out before the search found a plan; returned the normal planner's plan "
                      "(not searched to the end; raise --budget-moves)")
-    t_s, moved, ncoll = schedule_cost(plan, cost)
+    if st.found is not None and st.found.sp.fast:
+        # the search's own cost: under the default model it is the schedule's, step by
+        # step (tests check it against schedule_cost); big meshes skip building the schedule
+        t_s, moved, ncoll = st.found.cost
+    else:
+        t_s, moved, ncoll = schedule_cost(plan, cost)
     optimal = st.optimal and st.proven == move_set
     if optimal and st.found is not None and abs(t_s - st.found.cost[0]) > 1e-9 * max(t_s, 1e-9):
         optimal = False  # the search's step costs and the schedule's disagree: claim nothing

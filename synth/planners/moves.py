@@ -103,6 +103,8 @@ class Space:
         self.itemsize = itemsize
         self.cost = cost
         self.max_fused = max_fused
+        #: the directed pass tries every order of subsets of at most this many axes
+        self.max_ordered = MAX_ORDERED_SUBSET if len(self.names) <= 6 else 2
         self.local_free = bool(getattr(cost, "local_free", False))
         self.floor = float(cost.comm_floor_s())
         self.bytes_lb = getattr(cost, "bytes_lower_bound_s", lambda m: 0.0)
@@ -115,6 +117,13 @@ class Space:
         self._goal_adj: dict = {}
         self._h: dict = {}
         self._ov: dict = {}
+        self._succ: dict = {}
+        self._cur = None
+        self._ids: dict = {}
+        self.states: list = []   # id -> state
+        self.shards: list = []   # id -> shard elements
+        self._hv: list = []      # id -> h (None until asked)
+        self._sub: dict = {}
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         self.tick = None  # set by the engine: called once per move examined
         from synth.planners.cost import DefaultCost
@@ -135,6 +144,9 @@ class Space:
 
     def info(self, dims):
         """``(splits, local shape, shard elements, bitmask of used axes)`` of ``dims``."""
+        cur = self._cur
+        if cur is not None and cur[0] is dims:
+            return cur[1]
         v = self._info.get(dims)
         if v is None:
             sz = self.sz
@@ -178,13 +190,13 @@ class Space:
         (:func:`synth.collectives.schedule_ops`, the lowering ``Plan.to_schedule`` uses),
         memoised on what the ops depend on (the step and the local shapes; a permute's
         pairs depend on both types)."""
+        if self.fast:  # plain arithmetic: cheaper than a memo lookup
+            return self._alpha_beta(step, a, b)
         if step[0] == "all_permute":
             key = (a[0], b[0], a[1])
         else:
             key = (step, self.info(a[0])[1], self.info(b[0])[1])
         c = self._cost.get(key)
-        if c is None and self.fast:
-            c = self._cost[key] = self._alpha_beta(step, a, b)
         if c is None:
             col = self.collective(step)
             ta, tb = self.to_type(a), self.to_type(b)
@@ -293,7 +305,8 @@ class Space:
             sizes = [self.sz[a] for a in union]
             n = self.shape[i]
             ka, kt = math.prod(self.sz[a] for a in axes), math.prod(self.sz[a] for a in tax)
-            if math.prod(sizes) > 512:
+            if math.prod(sizes) > 512 or not set(axes) & set(tax):
+                # independent coordinates (or a large grid): the smaller block bounds it
                 v = self._ov[key] = min(n // ka, n // kt)
                 return v
             grid = np.indices(sizes).reshape(len(union), -1) if union else np.zeros((0, 1), np.int64)
@@ -371,8 +384,54 @@ class Space:
 
     def moves(self, state, full):
         """Every move from ``state``: ``(steps, next state)`` (see :data:`MOVES`)."""
+        self._cur = (state[0], self.info(state[0]))
         for gen in MOVES.values():
             yield from gen(self, state, full)
+
+    # -- integer ids: the engine works on ids, hashing each state tuple once ----------------
+    def intern(self, state) -> int:
+        """The id of ``state`` (states are numbered as first seen)."""
+        i = self._ids.get(state)
+        if i is None:
+            i = self._ids[state] = len(self.states)
+            self.states.append(state)
+            self.shards.append(self.info(state[0])[2])
+            self._hv.append(None)
+        return i
+
+    def h_id(self, i):
+        v = self._hv[i]
+        if v is None:
+            v = self._hv[i] = self.h(self.states[i])
+        return v
+
+    def successors(self, i, full):
+        """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
+        of the steps)`` (cost None for a slice, whose cost depends on the run, and for a
+        permute class), generated once per state and pass kind and kept for later passes."""
+        key = (i, full)
+        v = self._succ.get(key)
+        if v is None:
+            v = []
+            state = self.states[i]
+            intern = self.intern
+            for steps, s2 in self.moves(state, full):
+                kind = steps[0][0]
+                if kind in ("dyn_slice", "permute_class"):
+                    j = intern(s2)
+                    v.append((steps, j, self.shards[j], None))
+                    continue
+                c = (0.0, 0, 0)
+                prev = state
+                for st in steps:
+                    nxt = s2 if st is steps[-1] else st[1]
+                    a = self.step_cost(st, prev, nxt)
+                    c = (c[0] + a[0], c[1] + a[1], c[2] + a[2])
+                    prev = nxt
+                j = intern(s2)
+                v.append((steps, j, self.shards[j], c))
+            self._succ[key] = v
+        return v
 
 
 def _subsets_with_product(axes, sz, want):
@@ -426,24 +485,43 @@ def _assign_products(rest, sz, extra, tick=None):
     return out
 
 
-def _subset_orders(sp: Space, axes, capped=True):
-    """``(X, rest)`` for the ordered subsets ``X`` of a dim's ``axes`` that one move takes:
-    every subset of at most :data:`MAX_ORDERED_SUBSET` axes in every order, and every
-    minor-most suffix in its order. A group spanning factors of more than one mesh axis
-    holds at most ``max_fused`` devices when ``capped`` (all-to-alls; factors of one axis
-    are never capped; gathers never are)."""
-    k = len(axes)
-    sz, base = sp.sz, sp.base_of
+def _dim_moves(sp: Space, i, ax, full, capped):
+    """``(X, rest, n, suffix)`` for the ordered subsets ``X`` of dim ``i``'s ``axes`` that
+    one gather / all-to-all takes (cached per dim, axes and pass), where the result nests
+    (uneven dims). The full pass takes every minor-most suffix: any other subset or order
+    is a permute (a move of its own) and then a suffix, at the same cost. The directed
+    pass also takes every subset of at most ``sp.max_ordered`` axes in every order, after
+    a reordering permute (one composite move). A group spanning factors of more than one
+    mesh axis holds at most ``max_fused`` devices when ``capped`` (all-to-alls; gathers
+    are not capped; factors of one axis never are)."""
+    key = (i, ax, full, capped)
+    v = sp._sub.get(key)
+    if v is not None:
+        return v
+    k = len(ax)
+    sz, base, size = sp.sz, sp.base_of, sp.shape[i]
+    out = []
+    seen = set()
     for r in range(1, k + 1):
-        combos = itertools.combinations(range(k), r) if r <= MAX_ORDERED_SUBSET else (tuple(range(k - r, k)),)
+        if full or r > sp.max_ordered:
+            combos = (tuple(range(k - r, k)),)
+        else:
+            combos = itertools.combinations(range(k), r)
         for idx in combos:
-            X = tuple(axes[j] for j in idx)
-            if capped and r > 1 and math.prod(sz[a] for a in X) > sp.max_fused and \
-                    len({base[a] for a in X}) > 1:
+            X = tuple(ax[j] for j in idx)
+            n = math.prod(sz[a] for a in X)
+            if capped and r > 1 and n > sp.max_fused and len({base[a] for a in X}) > 1:
                 continue
-            rest = tuple(axes[j] for j in range(k) if j not in idx)
-            for Xo in (itertools.permutations(X) if r <= MAX_ORDERED_SUBSET else (X,)):
-                yield Xo, rest
+            rest = tuple(ax[j] for j in range(k) if j not in idx)
+            if not nests(size, math.prod(sz[a] for a in rest), n):
+                continue
+            orders = (X,) if (full or r > sp.max_ordered) else itertools.permutations(X)
+            for Xo in orders:
+                if Xo not in seen:
+                    seen.add(Xo)
+                    out.append((Xo, rest, n, rest + Xo == ax))
+    sp._sub[key] = out
+    return out
 
 
 def _divides(loc, k, n):
@@ -493,45 +571,36 @@ def _multi_slices(sp: Space, i, free):
 
 
 def _gather_moves(sp: Space, state, full):
-    """AllGather of any subset of a dim's axes (one fused group): the minor-most suffix
-    directly, any other subset after a permute that makes it the suffix."""
+    """AllGather of a minor-most suffix of a dim's axes (one fused group); in the directed
+    pass also of other subsets, after a permute that makes them the suffix."""
     dims, U = state
-    size = sp.shape
     for i, ax in enumerate(dims):
         seen = set()
-        for X, rest in _subset_orders(sp, ax, capped=False):
+        for X, rest, n, direct in _dim_moves(sp, i, ax, full, False):
             key = frozenset(X)
             if key in seen:  # a gather removes the same axes whatever their order
                 continue
-            n = math.prod(sp.sz[a] for a in X)
-            coarse = math.prod(sp.sz[a] for a in rest)
-            if not nests(size[i], coarse, n):
-                continue
             seen.add(key)
             d2 = dims[:i] + (rest,) + dims[i + 1:]
-            suffix = ax[len(rest):] if ax[:len(rest)] == rest and set(ax[len(rest):]) == key else None
-            if suffix is not None:
-                yield (("all_gather", i, suffix),), (d2, U)
+            if ax[:len(rest)] == rest:
+                yield (("all_gather", i, ax[len(rest):]),), (d2, U)
             else:
                 dr = dims[:i] + (rest + X,) + dims[i + 1:]
                 yield (("all_permute", (dr, U)), ("all_gather", i, X)), (d2, U)
 
 
 def _a2a_moves(sp: Space, state, full):
-    """AllToAll of any ordered subset ``X`` of dim ``i``'s axes to the end of dim ``j``
-    (after a reordering permute when ``X`` is not the suffix in that order)."""
+    """AllToAll of a minor-most suffix ``X`` of dim ``i``'s axes to the end of dim ``j``;
+    in the directed pass also of other ordered subsets, after a reordering permute."""
+    if sp.rank == 1:
+        return
     dims, U = state
     splits, loc, _, _ = sp.info(dims)
-    size = sp.shape
     for i, ax in enumerate(dims):
-        for X, rest in _subset_orders(sp, ax):
-            n = math.prod(sp.sz[a] for a in X)
-            if not nests(size[i], math.prod(sp.sz[a] for a in rest), n):
-                continue
-            direct = rest + X == ax
+        for X, rest, n, direct in _dim_moves(sp, i, ax, full, True):
             dr = None if direct else dims[:i] + (rest + X,) + dims[i + 1:]
             for j in range(sp.rank):
-                if j == i or not _divides(loc[j], splits[j], n):
+                if j == i or not (splits[j] == 1 or loc[j] % n == 0):
                     continue
                 d2 = list(dims)
                 d2[i] = rest

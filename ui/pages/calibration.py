@@ -102,19 +102,21 @@ def _scatter(groups: dict, title: str, x_label: str, y_label: str) -> go.Figure:
 
 def _params_frame(prof: dict, rep: dict | None) -> pd.DataFrame:
     rows = []
+    flagged = {(f["scope"], f["parameter"]): f["why"] for f in files.calibration_flags(prof)}
     for name, v in (prof.get("params") or {}).items():
         rows.append({"scope": "machine", "parameter": name, "value": _fmt_param(name, _value(v)),
-                     "source": _source(v)})
+                     "source": _source(v), "implausible": flagged.get(("machine", name), "")})
     for kind, entry in (prof.get("collectives") or {}).items():
         for name, v in entry.items():
             rows.append({"scope": kind, "parameter": name, "value": _fmt_param(name, _value(v)),
+                         "implausible": flagged.get((kind, name), ""),
                          "source": _source(v)})
     cal = prof.get("calibration") or {}
     if "program_overhead_s" in cal:
         rows.append({"scope": "program", "parameter": "program_overhead_s",
                      "value": _fmt_param("program_overhead_s", cal["program_overhead_s"]),
                      "source": cal.get("program_overhead_note", "")})
-    return pd.DataFrame(rows, columns=["scope", "parameter", "value", "source"])
+    return pd.DataFrame(rows, columns=["scope", "parameter", "value", "implausible", "source"])
 
 
 def main():
@@ -136,6 +138,12 @@ def main():
                 "`python -m executor calibrate --quick --out models/profiles/calibrated/cpu-8.json` "
                 "(8 CPU devices; a few minutes).")
         return
+    over = files.calibration_overview(paths)
+    st.subheader("Profiles in this folder and their fit quality")
+    st.dataframe(pd.DataFrame(over).round(1), hide_index=True, key="calib_overview")
+    st.caption("Held-out MAPE: error of the simulator's predictions on whole plans the fit never saw; fit "
+               "MAPE / max error: on the microbenchmarks and training plans it was fitted to. Implausible "
+               "values: fitted parameters no real machine has (listed below for the chosen profile).")
     if st.session_state.get("calib_profile") not in paths:  # the folder changed
         st.session_state["calib_profile"] = paths[0]
     path = st.selectbox("Profile", paths, key="calib_profile", format_func=lambda p: Path(p).stem)
@@ -150,6 +158,12 @@ def main():
 
 def _show(path, prof, rep):
     st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
+    flags = files.calibration_flags(prof)
+    if flags:
+        st.warning(f"{len(flags)} fitted value(s) are implausible for any real machine; predictions that "
+                   "depend on them are not to be trusted:\n" + "\n".join(
+                       f"- `{f['scope']}.{f['parameter']}`: {f['why']}" for f in flags),
+                   icon=":material/report:")
     if rep is None:
         st.warning(escape_md(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
                    "fitted parameters are shown."))

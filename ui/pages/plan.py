@@ -34,17 +34,11 @@ def _pct(part, whole) -> str:
 
 
 def _layout_picture(col, t, mesh, title, key, exact):
-    """One layout picture: the exact block grid, or its summary when the grid is too big
-    to read (``figures.layout_needs_summary``) and the exact grid was not asked for."""
-    from ui import figures
-
-    big = figures.layout_needs_summary(t, mesh)
-    fig = (figures.layout_summary_figure(t, mesh, title) if big and not exact
-           else figures.layout_figure(t, mesh, title))
+    """One layout picture (``ui.plans.layout_picture``: the exact grid, or its summary)
+    and its per-axis caption."""
+    fig, summary, axes = plans.layout_picture(str(t), str(mesh), title, exact)
     col.plotly_chart(fig, key=key)
-    col.caption(("Summary of a grid too big to draw legibly. " if big and not exact else "")
-                + "Per axis: " + figures.layout_axes_text(t, mesh))
-    return big
+    col.caption(("Summary of a grid too big to draw legibly. " if summary else "") + "Per axis: " + axes)
 
 
 def _layout_section(plan):
@@ -149,13 +143,14 @@ def main():
 
     _claims(plan)
 
-    from ui import figures  # plotly: after the numbers are on the page
-
     st.subheader("Steps")
     st.dataframe(_steps_frame(plan), hide_index=True)
-    st.plotly_chart(figures.plan_memory_figure(plan, easy.max_shard_bytes, cap), key="plan_memory_chart")
-    with st.expander("Bytes received per device per step"):
-        st.plotly_chart(figures.recv_heatmap(plan), key="plan_recv_heatmap")
+    mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
+    st.plotly_chart(mem_fig, key="plan_memory_chart")
+    if st.toggle("Bytes received per device per step", key="plan_show_recv",
+                 help="A heat map of the bytes every device receives in every step (drawn when asked: one "
+                      "chart fewer for the browser on every rerun)."):
+        st.plotly_chart(recv_fig, key="plan_recv_heatmap")
 
     _layout_section(plan)
 
