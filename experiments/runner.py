@@ -570,6 +570,11 @@ class RayEngine:
         except ExperimentError:
             _keep_sigterm(ours)
             raise
+        except SystemExit as e:  # Ray's own SIGTERM handler (sys.exit(15)) while it started
+            _keep_sigterm(ours)
+            if e.code == signal.SIGTERM:
+                raise KeyboardInterrupt from None  # the CLI's clean stop: "interrupted", status 130
+            raise
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             where = f"--address {address}" if address else "a local Ray"
