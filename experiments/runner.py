@@ -570,9 +570,11 @@ class RayEngine:
         except ExperimentError:
             _keep_sigterm(ours)
             raise
-        except SystemExit as e:  # Ray's own SIGTERM handler (sys.exit(15)) while it started
-            _keep_sigterm(ours)
-            if e.code == signal.SIGTERM:
+        except (SystemExit, KeyboardInterrupt) as e:  # a stop while Ray started (Ray's SIGTERM
+            _keep_sigterm(ours)                       # handler calls sys.exit(15)): no orphans left
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if isinstance(e, KeyboardInterrupt) or e.code == signal.SIGTERM:
                 raise KeyboardInterrupt from None  # the CLI's clean stop: "interrupted", status 130
             raise
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
