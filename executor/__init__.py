@@ -11,7 +11,9 @@ stays fast. Entry points:
 * :func:`xla_schedule` -- XLA's schedule from a compile only (abstract input, never run);
 * :func:`generate_source` -- standalone JAX source for a plan;
 * :func:`compare` -- ours vs both XLA partitioners, with one measurement protocol;
-* ``python -m executor {compare,codegen,xla-schedule,calibrate,report}``.
+* :func:`reshard` -- a drop-in for JAX code (eager or under ``jax.jit``), see docs/reshard.md;
+* ``python -m executor {compare,codegen,xla-schedule,calibrate,report,doctor}`` (``doctor``:
+  the collectives XLA inserted in a program, by source line, see docs/reshard.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _LAZY = {
     "compare": "executor.compare",
     "LOWERINGS": "executor.lowering",
     "ensure_devices": "executor._jaxsetup",
+    "reshard": "executor.resharding",
+    "reshard_info": "executor.resharding",
+    "ReshardInfo": "executor.resharding",
     "ExecutorError": "executor.errors",
     "HloParseError": "executor.errors",
 }

@@ -15,30 +15,67 @@ import re
 from executor.errors import ExecutorError
 
 _FLAG = "--xla_force_host_platform_device_count"
-#: Device files of accelerators JAX could use (TPU VMs: /dev/accel*, /dev/vfio/N;
+#: Device files of accelerators JAX could use, by kind (TPU VMs: /dev/accel*, /dev/vfio/N;
 #: NVIDIA: /dev/nvidia0..; AMD: /dev/kfd).
-_ACCEL_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*", "/dev/nvidia[0-9]*", "/dev/kfd")
+_KIND_FILES = {"tpu": ("/dev/accel*", "/dev/vfio/[0-9]*"), "cuda": ("/dev/nvidia[0-9]*",), "rocm": ("/dev/kfd",)}
+_ACCEL_FILES = tuple(p for ps in _KIND_FILES.values() for p in ps)
+#: The JAX plugin module of each GPU platform.
+_GPU_PLUGINS = {"cuda": ("jax_plugins.xla_cuda12", "jax_plugins.xla_cuda13"), "rocm": ("jax_plugins.xla_rocm",)}
+
+
+def accelerators() -> set[str]:
+    """The accelerator kinds whose device files this machine has (``tpu``, ``cuda``, ``rocm``)."""
+    return {k for k, pats in _KIND_FILES.items() if any(glob.glob(p) for p in pats)}
 
 
 def has_accelerator() -> bool:
-    return any(glob.glob(p) for p in _ACCEL_FILES)
+    return bool(accelerators())
+
+
+def _has_plugin(kind: str) -> bool:
+    import importlib.util
+
+    for mod in _GPU_PLUGINS.get(kind, ()):
+        try:
+            if importlib.util.find_spec(mod) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def platforms_for_machine() -> str | None:
+    """The platform list for a machine without a TPU: ``cpu``, or ``cuda,cpu`` /
+    ``rocm,cpu`` where a GPU and JAX's plugin for it exist; ``None`` on a TPU machine
+    (JAX's own choice). Never the TPU platform where there is no TPU, so libtpu (installed
+    with ``jax[tpu]``) is not initialised and prints nothing."""
+    kinds = accelerators()
+    if "tpu" in kinds:
+        return None
+    gpus = [k for k in ("cuda", "rocm") if k in kinds and _has_plugin(k)]
+    return ",".join(gpus + ["cpu"])
 
 
 def default_platforms() -> str | None:
-    """Use the CPU backend unless the machine has an accelerator or the user chose.
+    """Start JAX on the platforms this machine has, never probing for a TPU that is not there.
 
-    With libtpu installed, JAX would otherwise probe for a TPU when its backend starts
-    (slow, and libtpu logs warnings about the missing TPU). ``JAX_PLATFORMS`` set by
-    the user always wins. Returns the platform list now in force (``None``: JAX's own
-    choice). Compiling for a TPU topology (executor.tpu) does not need the TPU backend."""
+    With libtpu installed, JAX would otherwise initialise it when its backend starts (slow,
+    and libtpu logs ``E0000 ... INVALID_ARGUMENT`` errors about the missing TPU). On a
+    machine without a TPU this sets ``JAX_PLATFORMS`` to ``cpu`` (or ``cuda,cpu`` with a GPU
+    and its plugin); ``JAX_PLATFORMS`` set by the user always wins. Returns the platform list
+    now in force (``None``: JAX's own choice, on a TPU machine). Compiling for a TPU topology
+    (executor.tpu) does not need the TPU backend."""
     chosen = os.environ.get("JAX_PLATFORMS")
-    if chosen is None and not has_accelerator():
-        os.environ["JAX_PLATFORMS"] = chosen = "cpu"
+    if chosen is None:
+        chosen = platforms_for_machine()
+        if chosen is None:
+            return None
+        os.environ["JAX_PLATFORMS"] = chosen
         import sys
 
         if "jax" in sys.modules and not _backend_started():
             try:
-                sys.modules["jax"].config.update("jax_platforms", "cpu")
+                sys.modules["jax"].config.update("jax_platforms", chosen)
             except Exception:  # noqa: BLE001 - an older JAX reads the variable only
                 pass
     return chosen

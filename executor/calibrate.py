@@ -305,26 +305,35 @@ def profile_from_fit(f: dict, num_devices: int, backend: str, note: str) -> dict
           f"measured programs ({f.get('n_micro', '?')} microbenchmarks + {f.get('n_train', '?')} " \
           f"training plans), fit MAPE {100 * f['fit_mape']:.1f}%"
 
+    from models.calibration import fitted_bandwidth_Bps
+
     def bw(k):
-        inv = p[f"{k}.inv_bw"]
-        return 1.0 / inv if inv > 1e-15 else 1.0e15
+        # None where the fit ran to its bound (1/bw = 0) or left the plausible range: not shipped
+        return fitted_bandwidth_Bps(p[f"{k}.inv_bw"])
 
     coll = {}
+    flags = []
     for k in KINDS:
         if not f["used"].get(f"{k}.alpha_s"):
             continue
-        entry = {"alpha_s": {"value": p[f"{k}.alpha_s"], "source": src},
-                 "bandwidth_Bps": {"value": bw(k), "source": src}}
+        entry = {"alpha_s": {"value": p[f"{k}.alpha_s"], "source": src}}
+        if bw(k) is not None:
+            entry["bandwidth_Bps"] = {"value": bw(k), "source": src}
+        else:
+            flags.append(f"{k}: fitted 1/bandwidth = {p[f'{k}.inv_bw']:.3g} s/B (at the fit's bound or "
+                         f"implausible); no bandwidth override shipped, the kind uses the machine's")
         if k not in LOCAL:
             entry["latency_s"] = {"value": p[f"{k}.latency_s"], "source": src}
+        if not p[f"{k}.alpha_s"] > 0:
+            flags.append(f"{k}: alpha_s = 0 (at the fit's bound); kept, flagged")
         coll[k] = entry
     comm = [k for k in coll if k not in LOCAL]
-    link_bw = max((bw(k) for k in comm), default=5e9)
+    link_bw = max((bw(k) for k in comm if bw(k) is not None), default=5e9)
     alpha = float(np.median([p[f"{k}.alpha_s"] for k in coll])) if coll else 3e-5
     lat = float(np.median([p[f"{k}.latency_s"] for k in comm])) if comm else 2e-6
-    hbm = bw("copy") if "copy" in coll else 5e9
+    hbm = (bw("copy") or 5e9) if "copy" in coll else 5e9
     machine_src = (f"{src}; machine-wide value for kinds without an override "
-                   "(largest fitted collective bandwidth / median alpha / median latency)")
+                   "(largest plausible fitted collective bandwidth / median alpha / median latency)")
     return {
         "name": f"cpu-{num_devices}",
         "extends": "cpu-host",
@@ -345,6 +354,7 @@ def profile_from_fit(f: dict, num_devices: int, backend: str, note: str) -> dict
                                      "has no such parameter, so predictions add it once per schedule",
             "backend": backend, "devices": num_devices, "fit_mape": f["fit_mape"],
             "fit_max_rel_err": f["fit_max_rel_err"], "points": f["points"], "note": note,
+            "flags": flags,
         },
     }
 
@@ -493,7 +503,10 @@ def profile_from_two_level_fit(f: dict, processes: int, local: int, backend: str
         coll[k] = {"alpha_s": {"value": p[f"{k}.alpha_s"], "source": src}}
         if k in LOCAL:
             inv = p[f"{k}.inv_bw"]
-            coll[k]["bandwidth_Bps"] = {"value": 1.0 / inv if inv > 1e-15 else 1.0e15, "source": src}
+            from models.calibration import fitted_bandwidth_Bps
+
+            if fitted_bandwidth_Bps(inv) is not None:   # a fit at its bound ships no bandwidth
+                coll[k]["bandwidth_Bps"] = {"value": fitted_bandwidth_Bps(inv), "source": src}
     alpha = float(np.median([p[f"{k}.alpha_s"] for k in coll])) if coll else 3e-5
     hbm = coll["copy"]["bandwidth_Bps"]["value"] if "copy" in coll else 5e9
     per = lambda c: f"{src}; the {c} link class"  # noqa: E731

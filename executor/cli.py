@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_args(c)
     _target_args(c, "compile ours and XLA's (both partitioners) for this TPU slice or GPU machine, no accelerator "
                     "needed, and compare compiled temp memory and collectives (compile-only: no times)")
+    c.add_argument("--dst-mesh", default=None,
+                   help="target mesh with device ids (e.g. b=4@4-7; default: --mesh): run our cross-mesh plan "
+                        "against jax.device_put (executor.crossmesh)")
     c.add_argument("--planner", default="auto", help="our planner: auto (default), normal, easy, search")
     c.add_argument("--repeats", type=int_arg(10, "repeats"), default=10, help="timed runs (default: %(default)s; at least 10)")
     c.add_argument("--warmup", type=int_arg(0, "repeats"), default=3, help="untimed runs first (default: %(default)s)")
@@ -125,11 +128,34 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", default=None,
                    help=f"calibration report to quote (default: {DEFAULT_CALIBRATION} when it exists)")
     r.add_argument("--json", action="store_true", help="print one JSON document")
+    _doctor_args(sub)
     return p
 
 
+def _doctor_args(sub):
+    d = sub.add_parser("doctor", help="find the collectives XLA inserted in a program, by source line, "
+                                      "with the full rematerializations and the reshard that fixes them",
+                       description="Compile FILE.py:FUNCTION (inputs from --mesh/--arg or the file's DOCTOR "
+                                   "dict) or read an --xla_dump_to folder, and report every collective "
+                                   "sequence with its source line, XLA's steps and bytes, our plan and "
+                                   "both costs simulated on --hardware (see docs/reshard.md).")
+    d.add_argument("program", nargs="?", default=None, help="FILE.py:FUNCTION")
+    d.add_argument("--hlo-dir", default=None, help="a folder written by XLA_FLAGS=--xla_dump_to=DIR")
+    d.add_argument("--mesh", default=None, help="mesh, e.g. x=4,y=2")
+    d.add_argument("--arg", action="append", default=None,
+                   help="an example input as a type, e.g. '[8{y}, 64{x}, 128]' or 'bfloat16:[8{y}, 64]' "
+                        "(once per input)")
+    d.add_argument("--dtype", default=None, help="dtype of inputs without one (default float32)")
+    d.add_argument("--hardware", default=None, help="profile to simulate on (default cpu-host:N, or --target)")
+    d.add_argument("--target", default=None, metavar="PROFILE:SIZE",
+                   help="compile ahead of time for this TPU slice (libtpu), e.g. tpu-v5e:2x4, or GPU machine "
+                        "(dgx-h100:1; needs jax-cuda12-plugin); the mesh must have one device per chip")
+    _device_args(d)
+    d.add_argument("--json", action="store_true", help="print one JSON document")
+
+
 def _case(args):
-    from executor.compare import parse_case
+    from synth.cliutil import parse_case  # both spellings, errors name the flag
 
     return parse_case(args.mesh, args.src, args.dst, args.shape)
 
@@ -139,6 +165,13 @@ def _compare(args):
     from executor.compare import compare
     from executor.fmt import fmt_bytes, fmt_time, table
 
+    if getattr(args, "dst_mesh", None) is not None:
+        from synth import Mesh
+
+        if Mesh.parse(args.dst_mesh) != Mesh.parse(args.mesh):
+            from executor.crossmesh import compare_cli
+
+            return compare_cli(args)
     if args.target is not None:
         return _compare_target(args)
     if args.placement is not None:
@@ -222,6 +255,16 @@ def _codegen(args):
     return None
 
 
+def _check_compile_memory(src, args, what):
+    """The host memory of the local compile, estimated before JAX starts (one line)."""
+    from executor.run import compile_host_bytes
+    from synth.cliutil import resolve_itemsize
+    from synth.limits import check_memory
+
+    nbytes = src.num_elems() * resolve_itemsize(args.dtype, args.itemsize)
+    check_memory(compile_host_bytes(nbytes), f"{what} {src}: the CPU compile")
+
+
 def _xla_schedule(args):
     from executor._jaxsetup import ensure_devices
     from executor.fmt import fmt_bytes, table
@@ -260,6 +303,7 @@ def _xla_schedule(args):
     else:
         if args.placement is not None:
             raise RedistributionError("--placement applies with --target only")
+        _check_compile_memory(src, args, "xla-schedule")  # before JAX starts
         platform = ensure_devices(args.devices)[0].platform
         r = xla_reshard(mesh, src, dst, args.partitioner, dtype=args.dtype, itemsize=args.itemsize,
                         measure=False, strict=False)
@@ -381,8 +425,28 @@ def _report(args):
     return None
 
 
+def _doctor(args):
+    from executor import doctor
+    from executor.errors import ExecutorError
+
+    if (args.program is None) == (args.hlo_dir is None):
+        raise ExecutorError("doctor: give FILE.py:FUNCTION or --hlo-dir DIR (one of them)")
+    if args.hlo_dir is not None:
+        reports = doctor.doctor_hlo_dir(args.hlo_dir, args.mesh, args.hardware)
+    else:
+        if args.target is None:
+            from executor._jaxsetup import ensure_devices
+
+            ensure_devices(args.devices)
+        reports = [doctor.doctor_program(args.program, args.mesh, args.arg, args.dtype, args.hardware, args.target)]
+    if args.json:
+        return {"reports": [r.to_dict() for r in reports]}
+    print("\n\n".join(r.text() for r in reports))
+    return None
+
+
 _COMMANDS = {"compare": _compare, "codegen": _codegen, "xla-schedule": _xla_schedule,
-             "calibrate": _calibrate, "report": _report}
+             "calibrate": _calibrate, "report": _report, "doctor": _doctor}
 
 
 def main(argv=None) -> int:
@@ -390,8 +454,9 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         out = dispatch(args, sys.argv[1:] if argv is None else argv, _COMMANDS[args.cmd])
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        from synth.cliutil import report_error
+
+        return report_error(e, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

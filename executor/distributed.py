@@ -55,6 +55,54 @@ def is_member() -> bool:
     return ENV_ID in os.environ
 
 
+def member_layout() -> tuple[str, int, int, int]:
+    """``(coordinator, processes, process id, local devices)`` from the variables
+    :func:`launch` sets, each checked: a partial or malformed set (e.g. only
+    ``REDIST_PROCESS_ID=0`` left in a shell) is one line naming the variable."""
+    from synth.limits import LimitError, limit, parse_address
+
+    names = (ENV_COORD, ENV_NUM, ENV_ID, ENV_LOCAL)
+    missing = [n for n in names if not os.environ.get(n, "").strip()]
+    if missing:
+        raise ExecutorError(f"{ENV_ID} is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
+                            "these variables are set by --processes N for the processes it starts; unset "
+                            f"{ENV_ID} to run as one process")
+    coord = os.environ[ENV_COORD].strip()
+    try:
+        parse_address(coord, ENV_COORD)
+    except LimitError as e:
+        raise ExecutorError(str(e)) from None
+    vals = {}
+    for n in (ENV_NUM, ENV_ID, ENV_LOCAL):
+        v = os.environ[n].strip()
+        if not v.isdigit() or len(v) > 9:
+            raise ExecutorError(f"{n}={v[:20]!r} must be a non-negative integer (set by --processes N)")
+        vals[n] = int(v)
+    num, pid, local = vals[ENV_NUM], vals[ENV_ID], vals[ENV_LOCAL]
+    if not 1 <= num <= limit("cpu_devices") or not 0 <= pid < num or not 1 <= local <= limit("cpu_devices"):
+        raise ExecutorError(f"{ENV_NUM}={num}, {ENV_ID}={pid}, {ENV_LOCAL}={local}: need 1 <= processes, "
+                            "0 <= id < processes and >= 1 local device (set by --processes N)")
+    return coord, num, pid, local
+
+
+#: Host memory of one process that starts JAX on CPU, measured (``import jax;
+#: jax.devices()``: 268 MB peak RSS with 8 CPU devices, 336 MB with 512, on a loaded host):
+#: a process, plus each CPU device, rounded up.
+PROCESS_BYTES = 300 << 20
+CPU_DEVICE_BYTES = 256 << 10
+
+
+def check_processes_memory(processes: int, devices: int | None, what: str) -> int:
+    """Refuse, before starting anything, ``processes`` JAX processes holding ``devices``
+    CPU devices in all when their estimated memory does not fit (the ``available``
+    memory, or REDIST_MEMORY_BUDGET_BYTES)."""
+    from synth.limits import check_memory
+
+    need = processes * PROCESS_BYTES + (devices or 0) * CPU_DEVICE_BYTES
+    check_memory(need, what)
+    return need
+
+
 def check_layout(processes: int, devices: int | None) -> int:
     """Devices per process; raises a user error when ``processes`` does not divide ``devices``."""
     if processes < 1:
@@ -76,11 +124,11 @@ def initialize(cluster: bool = False) -> dict:
     if not _INITIALIZED:
         if is_member():
             os.environ.setdefault("JAX_PLATFORMS", "cpu")
-            local = int(os.environ[ENV_LOCAL])
+            coord, num, pid, local = member_layout()
             jax.config.update("jax_num_cpu_devices", local)
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
-            jax.distributed.initialize(os.environ[ENV_COORD], num_processes=int(os.environ[ENV_NUM]),
-                                       process_id=int(os.environ[ENV_ID]), initialization_timeout=120,
+            # members start together; 120 s covers N interpreters importing JAX on a busy host
+            jax.distributed.initialize(coord, num_processes=num, process_id=pid, initialization_timeout=120,
                                        heartbeat_timeout_seconds=30)
         elif cluster:
             plats = os.environ.get("JAX_PLATFORMS", "")
@@ -297,11 +345,16 @@ def dispatch(args, argv, run_command):
             raise ExecutorError("--processes and --cluster do not mix: --cluster processes are started "
                                 "by the cluster's launcher")
         check_layout(n, args.devices)
+        check_processes_memory(n, args.devices, f"--processes {n} --devices {args.devices}")
         text = launch(list(argv), n, args.devices, port=getattr(args, "port", None))
         sys.stdout.write(text)
         return None
     if n == 1 and getattr(args, "port", None) is not None and not is_member():
         raise ExecutorError("--port is for --processes N > 1")
+    if is_member():
+        member_layout()  # a partial set of the variables: one line, before JAX starts
+    elif getattr(args, "devices", None):
+        check_processes_memory(1, args.devices, f"--devices {args.devices}")
     if is_member() or getattr(args, "cluster", False):
         quiet_native_stdout()
         initialize(cluster=getattr(args, "cluster", False))

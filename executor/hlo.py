@@ -13,6 +13,10 @@ Understood:
   ``[2,4]<=[8]`` / ``[4,2]<=[2,2,2]T(1,0,2)``, and as a mesh
   ``mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'b'}``; ``{}`` means one group of all;
 * ``source_target_pairs={{0,1},{1,0}}``;
+* collectives over several dims (synth's ``MultiAllGather`` / ``MultiAllToAll``): XLA
+  writes them as one all-gather / all-to-all over the joint replica groups (an
+  all-to-all often in its tuple form, one piece per group member); each is one op, its
+  bytes the sum of its operands;
 * TPU's fused reduce-scatter, a fusion that all-reduces and keeps its own dynamic slice
   (``calls=%all-reduce-scatter``), is one ``reduce_scatter``;
 * local work: a ``dynamic-slice`` (alone or fused) becomes ``dyn_slice``; other
@@ -494,3 +498,17 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
 def collectives_in(text: str) -> list[str]:
     """Kinds of the communicating ops of an HLO module, in order."""
     return [op.kind for op in hlo_to_schedule(text).ops if not op.is_local]
+
+
+def collective_instructions(text: str, num_devices: int | None = None) -> list[tuple[ScheduleOp, Instr]]:
+    """Every communicating op of an HLO module with the instruction it was read from (for
+    its ``metadata``), in the module's order, through the same walk as
+    :func:`hlo_to_schedule` (async wrappers, loops, TPU's fused reduce-scatter)."""
+    comps = parse_module(text)
+    if num_devices is None:
+        m = re.search(r"num_partitions=(\d+)", text)
+        num_devices = int(m.group(1)) if m else None
+    entry = next(c for c in comps.values() if c.entry)
+    found: list = []
+    _walk(comps, entry, num_devices, found)
+    return [(op, ins) for op, ins in found if not op.is_local]

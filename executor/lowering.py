@@ -383,9 +383,200 @@ class _AllPermute:
         return lines
 
 
+# -- several dims in one collective -------------------------------------------------
+def _singles_steps(step: Step) -> list[Step]:
+    """The one-dim steps a multi-dim step fuses, with their intermediate types."""
+    types = step.op.chain(step.t_in, step.mesh)
+    return [Step(step.index, c, a, b, step.mesh)
+            for c, a, b in zip(step.op.singles(), types[:-1], types[1:])]
+
+
+def _move_sizes(step: Step) -> list[int]:
+    w = len(step.op.moves[0]) - 1
+    out = []
+    for m in step.op.moves:
+        n = 1
+        for a in _names(m[w]):
+            n *= step.mesh.axis_size(a)
+        out.append(n)
+    return out
+
+
+def _unstack_layout(rank: int, dims: list[int]):
+    """For a block with leading group dims ``(n_1, .., n_k)`` followed by ``rank`` block
+    dims, the transpose that puts each ``n_i`` right before block dim ``dims[i]``.
+    Example: rank 2, dims [0, 1]: (n1, n2, r0, r1) -> (n1, r0, n2, r1)."""
+    k = len(dims)
+    perm = []
+    for d in range(rank):
+        if d in dims:
+            perm.append(dims.index(d))
+        perm.append(k + d)
+    return perm
+
+
+class _MultiDynSlice:
+    kind = "multi_dyn_slice"
+
+    @staticmethod
+    def emit(block, step: Step):
+        for st in _singles_steps(step):
+            block = _DynSlice.emit(block, st)
+        return block  # XLA fuses the slices into one
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        return [line for st in _singles_steps(step) for line in _DynSlice.source(st)]
+
+
+class _MultiAllGather:
+    """One ``lax.all_gather`` over every move's axes (``tiled=False``: a leading dim of
+    the group's size, major to minor over the axes), then each move's piece index is
+    moved in front of its dim and merged: one HLO all-gather and a local transpose."""
+
+    kind = "multi_all_gather"
+
+    @staticmethod
+    def emit(block, step: Step):
+        import jax.numpy as jnp
+        from jax import lax
+
+        c, sizes = step.op, _move_sizes(step)
+        dims = [d for d, _ in c.moves]
+        x = lax.all_gather(block, jax_axes(c.axis), axis=0, tiled=False)
+        x = x.reshape(tuple(sizes) + block.shape)
+        x = jnp.transpose(x, _unstack_layout(block.ndim, dims))
+        shape = [s * (sizes[dims.index(d)] if d in dims else 1) for d, s in enumerate(block.shape)]
+        x = x.reshape(shape)
+        for d in dims:
+            x = _cut_to(x, d, step.t_out.local_shape(step.mesh)[d])
+        return x
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        c, sizes = step.op, _move_sizes(step)
+        dims = [d for d, _ in c.moves]
+        rank = step.t_in.rank
+        li = step.t_in.local_shape(step.mesh)
+        shape = [s * (sizes[dims.index(d)] if d in dims else 1) for d, s in enumerate(li)]
+        lines = [f"block = lax.all_gather(block, {jax_axes(c.axis)!r}, axis=0, tiled=False)"
+                 "  # one all-gather over every move's axes",
+                 f"block = jnp.transpose(block.reshape({tuple(sizes)!r} + block.shape[1:]), "
+                 f"{_unstack_layout(rank, dims)!r}).reshape({tuple(shape)!r})"]
+        for d in dims:
+            lines += _cut_src(d, shape[d], step.t_out.local_shape(step.mesh)[d])
+        return lines
+
+
+class _MultiAllToAll:
+    """One ``lax.all_to_all`` over every move's axes: each split dim is cut into
+    ``(n_i, rest)``, the ``n_i`` pieces are brought to the front as one dim of the
+    group's size (major to minor over the moves), exchanged (split = concat = 0), and
+    each source index is moved in front of its concatenated dim and merged."""
+
+    kind = "multi_all_to_all"
+
+    @staticmethod
+    def _plan(step: Step):
+        c, sizes = step.op, _move_sizes(step)
+        li, lo = step.t_in.local_shape(step.mesh), step.t_out.local_shape(step.mesh)
+        padded = list(li)
+        for (_, d, _), n in zip(c.moves, sizes):
+            padded[d] = n * lo[d]
+        rank = len(li)
+        # cut shape: each split dim d becomes (n, padded[d] // n), in dim order
+        cut, lead = [], []
+        for d in range(rank):
+            hit = [i for i, m in enumerate(c.moves) if m[1] == d]
+            if hit:
+                lead.append((hit[0], len(cut)))
+                cut += [sizes[hit[0]], padded[d] // sizes[hit[0]]]
+            else:
+                cut.append(padded[d])
+        order = [pos for _, pos in sorted(lead)]  # piece dims in move order
+        front = order + [i for i in range(len(cut)) if i not in order]
+        return c, sizes, padded, cut, front, li, lo
+
+    @staticmethod
+    def emit(block, step: Step):
+        import jax.numpy as jnp
+        from jax import lax
+
+        c, sizes, padded, cut, front, li, lo = _MultiAllToAll._plan(step)
+        n = 1
+        for s in sizes:
+            n *= s
+        for (_, d, _), k in zip(c.moves, sizes):
+            block = _pad_to(block, d, k * lo[d])
+        x = jnp.transpose(block.reshape(cut), front)
+        rest = x.shape[len(sizes):]
+        x = lax.all_to_all(x.reshape((n,) + rest), jax_axes(c.axis), split_axis=0, concat_axis=0, tiled=True)
+        src_dims = [s for s, _, _ in c.moves]
+        x = jnp.transpose(x.reshape(tuple(sizes) + rest), _unstack_layout(len(rest), src_dims))
+        shape = [s * (sizes[src_dims.index(d)] if d in src_dims else 1) for d, s in enumerate(rest)]
+        x = x.reshape(shape)
+        for s in src_dims:
+            x = _cut_to(x, s, lo[s])
+        return x
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        c, sizes, padded, cut, front, li, lo = _MultiAllToAll._plan(step)
+        n = 1
+        for s in sizes:
+            n *= s
+        lines = []
+        have = list(li)
+        for (_, d, _), k in zip(c.moves, sizes):
+            lines += _pad_src(d, have[d], k * lo[d])
+        rest = [padded[d] // (sizes[[m[1] for m in c.moves].index(d)] if d in [m[1] for m in c.moves] else 1)
+                for d in range(len(li))]
+        src_dims = [s for s, _, _ in c.moves]
+        shape = [s * (sizes[src_dims.index(d)] if d in src_dims else 1) for d, s in enumerate(rest)]
+        lines += [f"block = jnp.transpose(block.reshape({tuple(cut)!r}), {front!r}).reshape({(n,) + tuple(rest)!r})",
+                  f"block = lax.all_to_all(block, {jax_axes(c.axis)!r}, split_axis=0, concat_axis=0, "
+                  "tiled=True)  # one all-to-all over every move's axes",
+                  f"block = jnp.transpose(block.reshape({tuple(sizes) + tuple(rest)!r}), "
+                  f"{_unstack_layout(len(rest), src_dims)!r}).reshape({tuple(shape)!r})"]
+        for s in src_dims:
+            lines += _cut_src(s, shape[s], lo[s])
+        return lines
+
+
+class _ShardedToUnreduced:
+    """Local: the block goes to its offset in a zero block of the unsplit size."""
+
+    kind = "sharded_to_unreduced"
+
+    @staticmethod
+    def emit(block, step: Step):
+        import jax.numpy as jnp
+        from jax import lax
+
+        c = step.op
+        n, piece = _n(step), block.shape[c.dim]
+        shape = list(block.shape)
+        shape[c.dim] = n * piece
+        out = lax.dynamic_update_slice_in_dim(jnp.zeros(shape, block.dtype), block,
+                                              _group_index(step.mesh, c.axis) * piece, axis=c.dim)
+        return _cut_to(out, c.dim, step.t_out.local_shape(step.mesh)[c.dim])
+
+    @staticmethod
+    def source(step: Step) -> list[str]:
+        c = step.op
+        n = _n(step)
+        piece = step.t_in.local_shape(step.mesh)[c.dim]
+        return [f"_z = list(block.shape); _z[{c.dim}] = {n * piece}",
+                f"block = lax.dynamic_update_slice_in_dim(jnp.zeros(_z, block.dtype), block, "
+                f"{_group_index_src(step.mesh, c.axis)} * {piece}, axis={c.dim})"
+                "  # sharded -> unreduced: my block at my offset, zeros elsewhere"] + \
+            _cut_src(c.dim, n * piece, step.t_out.local_shape(step.mesh)[c.dim])
+
+
 #: kind -> lowering. Keyed exactly like :data:`synth.COLLECTIVES`.
 LOWERINGS = {low.kind: low for low in (_DynSlice, _AllGather, _AllToAll, _AllPermute, _AllReduce,
-                                        _ReduceScatter, _Unreduce)}
+                                        _ReduceScatter, _Unreduce, _MultiDynSlice, _MultiAllGather,
+                                        _MultiAllToAll, _ShardedToUnreduced)}
 
 
 def body_for(plan: Plan):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 
@@ -276,6 +277,125 @@ def capture_fd2():
             buf["text"] = tmp.read().decode("utf-8", "replace")
 
 
+# -- compile memory ---------------------------------------------------------------------------
+#: Host memory of one CPU compile (and the process around it), measured as the peak RSS of
+#: ``executor xla-schedule`` on a loaded host: ``--mesh x=8``, [8{x}, N] -> [8, N{x}]: 530 MB at
+#: a 64 MiB array, 1.45 GB at 256 MiB (4.6 bytes per array byte); the app's default layout
+#: [R{data}, C{model}] -> P('model', 'data') on data=16,model=4 (64 devices), bfloat16: 286 MB
+#: at 8 MiB, 445 MB at 32 MiB (6.4 bytes per array byte). The estimate: 256 MiB + 8 bytes per
+#: array byte.
+COMPILE_BASE_BYTES = 256 << 20
+COMPILE_BYTES_PER_ARRAY_BYTE = 8
+
+
+def compile_host_bytes(global_bytes: int) -> int:
+    """Estimated peak host memory of compiling (and holding the buffers of) one CPU
+    program over an array of ``global_bytes``."""
+    return COMPILE_BASE_BYTES + COMPILE_BYTES_PER_ARRAY_BYTE * int(global_bytes)
+
+
+def _fmt_b(n) -> str:
+    from executor.fmt import fmt_bytes
+
+    return fmt_bytes(n)
+
+
+#: libtpu's two wordings: "Used 72.03G of 31.25G hbm." and "the total memory required for
+#: HLO temporaries (96.00G) exceeds available HBM (30.75G)."
+_HBM_REQUIRED = re.compile(r"required for ([\w ]+?) \(([0-9.]+)([KMGT]?)\) exceeds available (\w+) "
+                           r"\(([0-9.]+)([KMGT]?)\)")
+_HBM_USED = re.compile(r"Used ([0-9.]+)([KMGT]?) of ([0-9.]+)([KMGT]?) (\w+)")
+
+
+def _memory_failure(e: BaseException) -> str | None:
+    """A one-line reason when ``e`` is a compile that ran out of memory, else None."""
+    if isinstance(e, MemoryError):
+        return "the host ran out of memory"
+    text = str(e)
+    if "RESOURCE_EXHAUSTED" not in text and "Ran out of memory" not in text and "out of memory" not in text.lower():
+        return None
+    unit = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    m = _HBM_USED.search(text)
+    if m:
+        used, cap, space = float(m.group(1)) * unit[m.group(2)], float(m.group(3)) * unit[m.group(4)], m.group(5)
+    else:
+        m = _HBM_REQUIRED.search(text)
+        if not m:
+            return "it ran out of memory (RESOURCE_EXHAUSTED)"
+        used, cap = float(m.group(2)) * unit[m.group(3)], float(m.group(5)) * unit[m.group(6)]
+        space = f"{m.group(4)} for {m.group(1)}"
+    return (f"the program needs {_fmt_b(used)} of {space} per device, {_fmt_b(used - cap)} more than "
+            f"the {_fmt_b(cap)} a device has")
+
+
+class CompileMemoryError(ExecutorError):
+    """A compile that failed (or would fail) for memory."""
+
+    kind = "memory"
+
+
+@contextlib.contextmanager
+def compile_guard(what: str, compiler: str, global_bytes: int | None = None):
+    """Around one XLA compile. On CPU (where buffers are host memory) the host memory is
+    estimated first (:func:`compile_host_bytes`): refused in one line when it cannot fit,
+    and when two such compiles would not fit together they run one at a time (an
+    exclusive ``flock`` on a per-user lock file in the temp folder, shared by every
+    process of the project). A compile that fails for memory becomes one
+    :class:`ExecutorError` line: the case, the compiler and the bytes needed -- never a
+    RESOURCE_EXHAUSTED traceback."""
+    from synth.limits import available_memory_bytes, check_memory
+
+    est = compile_host_bytes(global_bytes) if (global_bytes is not None and compiler.startswith("cpu")) else None
+    lock = None
+    if est is not None:
+        check_memory(est, f"{what}: the {compiler} compile")
+        if 2 * est > available_memory_bytes():  # two would not fit: one at a time
+            import fcntl
+
+            from synth.fileio import FileError, open_lock_file
+
+            path = os.path.join(tempfile.gettempdir(), f"redist-compile-{os.getuid()}.lock")
+            try:
+                lock = open_lock_file(path, "compile lock file")
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            except (FileError, OSError):
+                lock = None  # no lock file (read-only temp): compile anyway
+    try:
+        yield est
+    except Exception as e:  # noqa: BLE001 - only memory failures are rewritten
+        why = _memory_failure(e)
+        if why is None:
+            raise
+        need = f" (estimated {_fmt_b(est)} of host memory)" if est else ""
+        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; "
+                            "choose a smaller array or a larger machine") from None
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _compiler_of(x) -> str:
+    """``cpu``, ``tpu`` ... of the devices an array (or abstract array) lives on."""
+    try:
+        devs = x.sharding.device_set
+        return str(next(iter(devs)).platform)
+    except Exception:  # noqa: BLE001
+        return "XLA"
+
+
+def _nbytes(x) -> int | None:
+    """Bytes of a real array's buffers; None for an abstract one (``jax.ShapeDtypeStruct``:
+    an ahead-of-time compile allocates no buffers, so its host memory is not estimated)."""
+    import jax
+
+    if not isinstance(x, jax.Array):
+        return None
+    try:
+        return int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+    except Exception:  # noqa: BLE001
+        return None
+
+
 @dataclass(frozen=True)
 class RunResult:
     """One run of one strategy: correctness, time, memory and XLA's compiled program."""
@@ -387,9 +507,10 @@ def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     otherwise the result says ``correct=False`` and why."""
     pp = plan_program(plan, x, dtype, seed, devices, "run_plan")
     fn, xs, x, dst_w, mesh, jmesh, itemsize = pp.fn, pp.xs, pp.x, pp.dst_w, pp.mesh, pp.jmesh, pp.itemsize
-    with capture_fd2() as cap:
-        compiled = fn.lower(xs).compile()
     global_bytes = int(np.prod(plan.src.shape)) * itemsize
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", _compiler_of(xs), global_bytes), \
+            capture_fd2() as cap:
+        compiled = fn.lower(xs).compile()
     return _finish(f"ours-{plan.planner}", compiled, compiled, xs, x, dst_w, mesh, jmesh, measure,
                    warmup, repeats, strict, cap["text"], global_bytes, itemsize)
 
@@ -482,7 +603,8 @@ def compile_reduction(x, src: ArrayType, dst: ArrayType, mesh: Mesh, dst_shardin
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     try:
         fn = jax.jit(f, out_shardings=dst_sharding)
-        with capture_fd2() as cap:
+        with compile_guard(f"XLA's reshard ({partitioner}) {src} -> {dst} on {mesh}", _compiler_of(x), _nbytes(x)), \
+                capture_fd2() as cap:
             compiled = fn.lower(x).compile()
     finally:
         jax.config.update("jax_use_shardy_partitioner", old)
@@ -499,7 +621,8 @@ def compile_identity(x, dst_sharding, partitioner: str):
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     try:
         fn = jax.jit(lambda a: a, out_shardings=dst_sharding)
-        with capture_fd2() as cap:
+        what = f"XLA's reshard ({partitioner}) of a {tuple(x.shape)} {x.dtype} array"
+        with compile_guard(what, _compiler_of(x), _nbytes(x)), capture_fd2() as cap:
             compiled = fn.lower(x).compile()
     finally:
         jax.config.update("jax_use_shardy_partitioner", old)

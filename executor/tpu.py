@@ -512,7 +512,10 @@ def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> T
                                check_vma=False), out_shardings=dst_s)
     x = _abstract_input(jmesh, src_w, dtype, work)
     t0 = time.perf_counter()
-    with capture_fd2() as cap:
+    from executor.run import compile_guard
+
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", t.spec), \
+            capture_fd2() as cap:
         compiled = fn.lower(x).compile()
     return _finish(f"ours-{plan.planner}", t, compiled, cap["text"], mesh, plan.src, plan.dst, itemsize,
                    time.perf_counter() - t0)

@@ -544,6 +544,12 @@ def print_tpu_memory(args) -> int:
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
     rep = tpu_memory(split(args.suites), split(args.profiles), args.planner,
                      progress=None if args.json else progress)
+    bad = [r for r in rep["rows"] if r["status"] != "ok"]
+    if rep["rows"] and len(bad) == len(rep["rows"]):  # nothing compiled: a failure, not a table of errors
+        from experiments.case import ExperimentError
+
+        raise ExperimentError(f"tpu-memory: all {len(bad)} cases failed; the first ({bad[0]['case']} on "
+                              f"{bad[0]['profile']}): {str(bad[0].get('error', ''))[:200]}")
     if args.json:
         print(json.dumps(rep, default=str))
         return 0

@@ -28,6 +28,7 @@ tasks carry their own ``runtime_env`` and so get their own workers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -44,45 +45,74 @@ JOURNAL = "rows.jsonl"
 
 
 # -- journal -------------------------------------------------------------------------------
-def read_journal(out_dir) -> dict[str, dict]:
-    """Rows by id (the last line for an id wins); a torn last line is ignored."""
+def read_journal(out_dir, inside=None) -> dict[str, dict]:
+    """Rows by id (the last line for an id wins); a torn last line is ignored. Read line by
+    line through synth.fileio.iter_lines: ``rows.jsonl`` must be a regular file (a link,
+    FIFO or folder in its place is refused in one line, never followed, never waited on),
+    each line at most 1 MiB, the file at most the ``rows_bytes`` limit. With ``inside``
+    (the app's results root) no link below that folder is followed either."""
+    from synth.fileio import FileError, iter_lines
+
     path = Path(out_dir) / JOURNAL
     rows: dict[str, dict] = {}
-    if not path.exists():
+    if not os.path.lexists(path):
         return rows
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ExperimentError(f"{path}: byte {e.start} is not UTF-8, so the journal was not written by "
-                              "this tool; remove the damaged line (or the folder) and rerun") from None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            r = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            continue  # a line cut by a kill; its unit is rerun
-        if isinstance(r, dict) and "id" in r:
-            rows[r["id"]] = r
+        for _, line in iter_lines(path, "results file", inside=inside):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue  # a line cut by a kill; its unit is rerun
+            if isinstance(r, dict) and "id" in r:
+                rows[r["id"]] = r
+    except FileError as e:
+        raise ExperimentError(str(e)) from None
     return rows
 
 
 class Journal:
+    """``OUT/rows.jsonl``, appended to (flushed and fsynced per batch). Opened without
+    following a link (``O_NOFOLLOW``) and refused unless a regular file, so a link placed
+    there never lets a run truncate or append to a file outside ``--out``."""
+
     def __init__(self, out_dir):
+        from synth.fileio import FileError, open_for_append
+
         self.path = Path(out_dir) / JOURNAL
-        self._repair()
-        self.f = open(self.path, "a")
+        try:
+            self._repair()
+            self.f = open_for_append(self.path, "--out (rows.jsonl)")
+        except FileError as e:
+            raise ExperimentError(str(e)) from None
 
     def _repair(self):
-        """Cut a torn last line (from a kill mid-write) so appends start on a new line."""
-        if not self.path.exists():
+        """Cut a torn last line (from a kill mid-write) so appends start on a new line.
+        Reads backwards from the end in 64 KiB blocks (constant memory)."""
+        from synth.fileio import open_for_update
+
+        if not os.path.lexists(self.path):
             return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            with open(self.path, "r+b") as f:
-                f.truncate(cut)
+        with open_for_update(self.path, "--out (rows.jsonl)") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end == 0:
+                return
+            f.seek(end - 1)
+            if f.read(1) == b"\n":
+                return
+            pos = end
+            while pos > 0:
+                step = min(1 << 16, pos)
+                pos -= step
+                f.seek(pos)
+                block = f.read(step)
+                k = block.rfind(b"\n")
+                if k >= 0:
+                    f.truncate(pos + k + 1)
+                    return
+            f.truncate(0)
 
     def append(self, rows: list[dict]):
         self.f.write("".join(json.dumps(r, default=_json_default) + "\n" for r in rows))
@@ -381,24 +411,112 @@ class _native_stderr_to:
         return False
 
 
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail fast (Ray itself retries for minutes) when nothing answers at ``address``."""
+#: Where ``ray start --head`` records the address of the cluster it started on this host.
+RAY_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
+def _resolve_auto() -> str:
+    """``--address auto``: the cluster this host runs (``RAY_ADDRESS``, else the address
+    ``ray start --head`` records in /tmp/ray/ray_current_cluster); refused at once when
+    there is none, instead of Ray's own search of several minutes."""
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env != "auto":
+        return env
+    from synth.fileio import FileError, read_text
+
+    try:
+        text = read_text(RAY_CLUSTER_FILE, "Ray's cluster file", 4096).strip()
+    except FileError:
+        text = ""
+    if not text:
+        raise ExperimentError(f"--address auto: no Ray cluster runs on this host (RAY_ADDRESS is unset and "
+                              f"{RAY_CLUSTER_FILE} does not exist); start one with 'ray start --head' "
+                              "or omit --address for a local Ray")
+    return text.splitlines()[0].strip()
+
+
+def _check_reachable(address: str, timeout_s: float | None = None) -> None:
+    """Fail fast (Ray itself retries for minutes) when nothing answers at ``address``, or
+    when what answers is not a Ray head: a Ray head's GCS (and Ray Client) speak gRPC, so
+    an HTTP/2 client preface gets a SETTINGS frame back. Each step has a deadline of
+    ``timeout_s`` (the ``connect_s`` limit, 10 s by default)."""
     import socket
 
-    if address in ("auto", "local"):
+    from synth.limits import LimitError, limit, parse_address
+
+    if address == "local":
         return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ExperimentError(f"--address {address}: write HOST:PORT (the head's GCS, 'ray start --head' "
-                              "prints it) or ray://HOST:PORT")
+    timeout_s = float(limit("connect_s")) if timeout_s is None else timeout_s
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
-    except OSError as e:
-        why = e.strerror or type(e).__name__
+        host, port = parse_address(address, "--address")
+    except LimitError as e:
+        raise ExperimentError(f"{e} (the head's GCS address that 'ray start --head' prints, or ray://HOST:PORT)") \
+            from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            # the HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113 section 3.4)
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            head = b""
+            while len(head) < 9:
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except TimeoutError:
+        raise ExperimentError(f"--address {address}: something accepts connections at {host}:{port} but does not "
+                              f"answer like a Ray head within {timeout_s:g} s (REDIST_LIMIT_CONNECT_S); check the "
+                              "address ('ray start --head' prints it)") from None
+    except (OSError, UnicodeError) as e:
+        why = getattr(e, "strerror", None) or type(e).__name__
         raise ExperimentError(f"--address {address}: nothing answers at {host}:{port} ({why}); start a Ray "
                               "head there ('ray start --head') or omit --address for a local Ray") from None
+    if len(head) < 9 or head[3] != 4:
+        raise ExperimentError(f"--address {address}: what answers at {host}:{port} is not a Ray head (no gRPC "
+                              "reply); check the address ('ray start --head' prints it)")
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, what: str):
+    """Raise :class:`ExperimentError` when the block runs past ``seconds`` (SIGALRM; main
+    thread only -- elsewhere the block runs without one)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, fire)
+    t0 = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)  # an enclosing alarm, if any
+    try:
+        yield
+    except _Timeout:
+        raise ExperimentError(f"{what} did not finish within {seconds:g} s; check the cluster, or omit --address "
+                              "for a local Ray") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if outer > 0:  # give the enclosing alarm back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - t0)))
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _keep_sigterm(handler):
+    """Put our SIGTERM handler back after Ray installed its own (a polite kill must still
+    stop the run and its tasks)."""
+    import signal
+    import threading
+
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 class RayEngine:
@@ -408,6 +526,10 @@ class RayEngine:
 
     def __init__(self, opts: dict, timeout_s: float, address: str | None = None, num_cpus: int = 2,
                  primary_devices: int | None = None):
+        if address == "auto":  # checked before Ray is imported (seconds on a busy host)
+            address = _resolve_auto()
+        if address is not None:
+            _check_reachable(address)
         import ray
 
         self.ray = ray
@@ -426,17 +548,28 @@ class RayEngine:
             env = {"env_vars": {"JAX_PLATFORMS": "cpu"},
                    "py_modules": [m.__path__[0] for m in (synth, models, simulator, executor, experiments)]}
         self.base_env = env
-        if address is not None:
-            _check_reachable(address)
+        import signal
+
+        ours = signal.getsignal(signal.SIGTERM)
+        from synth.limits import limit
+
+        # joining a cluster ships the project's packages first: 6 connection deadlines
+        wait_s = 6.0 * limit("connect_s") if address is not None else 120.0
         try:
             with _native_stderr_to(None if address is None else "quiet") as log:
                 if address is None:
                     # "local": always a new Ray of our own, never a cluster left running on this host
-                    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                             configure_logging=True, logging_level="ERROR", runtime_env=env,
-                             object_store_memory=256 << 20)  # units pass small objects only
+                    with _deadline(wait_s, "starting a local Ray"):
+                        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                                 log_to_driver=False, configure_logging=True, logging_level="ERROR",
+                                 runtime_env=env, object_store_memory=256 << 20)  # small objects only
                 else:
-                    ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=env)
+                    with _deadline(wait_s, f"joining the Ray cluster at {address}"):
+                        ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=env)
+            _keep_sigterm(ours)
+        except ExperimentError:
+            _keep_sigterm(ours)
+            raise
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             where = f"--address {address}" if address else "a local Ray"
@@ -617,10 +750,12 @@ class FolderLock:
     def __enter__(self):
         import fcntl
 
-        try:
-            self.f = open(self.path, "a+")
-        except OSError as e:
-            raise ExperimentError(f"--out {self.path.parent}: cannot create its lock file ({e.strerror})") from None
+        from synth.fileio import FileError, open_lock_file
+
+        try:  # never through a link, never a FIFO or folder (one line, the target untouched)
+            self.f = open_lock_file(self.path, f"--out {self.path.parent}: lock file")
+        except FileError as e:
+            raise ExperimentError(str(e)) from None
         try:
             fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

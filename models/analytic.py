@@ -342,6 +342,128 @@ def _chip_cuts(machine):
     return out
 
 
+# -- the latency term ------------------------------------------------------------------------------
+#: kinds that move data between devices (the ones a plan pays a launch for)
+COMM_KINDS = ("all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatter")
+#: devices above which the latency term uses the nearest other device as the holder of what a
+#: device needs (cheap, weaker) instead of the devices whose source block overlaps its target
+LATENCY_EXACT_MAX_DEVICES = 1024
+
+
+def launch_floor_s(machine) -> float:
+    """The least fixed cost :func:`op_time_s` charges any op that moves data on ``machine``.
+
+    Where NCCL's protocols are modelled (switched profiles with protocol latencies), every
+    collective and every direct op pays a protocol's fixed latency (``plan_op``): the least of
+    ``ll_base_latency_s``, ``ll128_base_latency_s``, ``simple_base_latency_s`` (H100: LL's
+    6.6 us). Elsewhere every op pays its kind's ``alpha_s`` (launch overhead or a calibrated
+    override): the least over the communicating kinds (TPU v5e: 5 us)."""
+    if machine.kind == "switched" and machine.has_protocols:
+        return float(min(machine.protocol_latency_s(p)[0] for p in ("LL", "LL128", "Simple")))
+    return float(min(machine.alpha_s(k) for k in COMM_KINDS))
+
+
+def _min_link_latency_s(machine) -> float:
+    """The least per-link latency any kind sees (a kind's ``latency_s`` override replaces every
+    link's latency for that kind)."""
+    topo = machine.topology
+    lats = [float(topo.latency.min())] if len(topo.latency) else [0.0]
+    for k in COMM_KINDS:
+        kp = machine.kind_params(k)
+        if kp.latency_s is not None:
+            lats.append(float(kp.latency_s))
+    return max(0.0, min(lats))
+
+
+def hop_floor_matrix_s(machine, chips_a, chips_b) -> np.ndarray:
+    """``out[i]``: the least latency the model charges for data to travel from chip
+    ``chips_a[i]`` to chip ``chips_b[i]`` in one or several ops (0 where they are one chip).
+
+    * tori: hops of the shortest way (ring distance per dimension, open lines without their
+      wrap) x the least link latency -- every algorithm charges at least one link latency per
+      hop its data crosses (rings: steps x the neighbours' route latency; multi-axis: steps x
+      the link latency per dimension; direct: the route's latency);
+    * switched machines with NCCL protocols: the least protocol step latency (LL: 0.6 us on
+      H100) inside a node, plus ``nic_latency_s`` across nodes (every network step pays it);
+    * switched without protocols and CPU hosts: the least of the route's latency and the
+      machine's per-step ``link_latency_s`` (trees and NVLS charge that per step)."""
+    a = np.asarray(chips_a, dtype=np.int64)
+    b = np.asarray(chips_b, dtype=np.int64)
+    out = np.zeros(len(a))
+    diff = a != b
+    if not diff.any():
+        return out
+    lmin = _min_link_latency_s(machine)
+    if machine.kind == "torus":
+        dims = machine.dims
+        wrap = machine.wraparound
+        ca = np.array(np.unravel_index(a, dims)).T
+        cb = np.array(np.unravel_index(b, dims)).T
+        hops = np.zeros(len(a))
+        for k, s in enumerate(dims):
+            d = np.abs(ca[:, k] - cb[:, k])
+            if wrap[k]:
+                d = np.minimum(d, s - d)
+            hops += d
+        return hops * lmin
+    topo = machine.topology
+    if machine.kind == "switched":
+        gpn = machine.dims[1]
+        same = (a // gpn) == (b // gpn)
+        if machine.has_protocols:
+            hop = min(machine.protocol_latency_s(p)[1] for p in ("LL", "LL128", "Simple"))
+            out[diff & same] = hop
+            out[diff & ~same] = hop + machine.nic_latency_s
+            return out
+        for mask in (diff & same, diff & ~same):
+            if mask.any():
+                i = int(np.nonzero(mask)[0][0])      # every pair of a class has the same route shape
+                r = topo.route(int(a[i]), int(b[i]))
+                route_lat = min(float(sum(topo.latency[lk] for lk in r)), lmin * len(r))
+                out[mask] = min(route_lat, float(machine.link_latency_s))
+        return out
+    i = int(np.nonzero(diff)[0][0])
+    r = topo.route(int(a[i]), int(b[i]))
+    route_lat = min(float(sum(topo.latency[lk] for lk in r)), lmin * len(r))
+    out[diff] = min(route_lat, float(machine.link_latency_s))
+    return out
+
+
+def latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips) -> np.ndarray:
+    """Per device: 0 when it needs nothing from others, else the least latency its data must
+    cross: :func:`hop_floor_matrix_s` from the nearest device that holds part of what it needs
+    (a device whose source block overlaps its target block; with pending sums or above
+    :data:`LATENCY_EXACT_MAX_DEVICES` devices, the nearest other device at all)."""
+    need = np.asarray(need_bytes_per_device(mesh, src, dst, itemsize), dtype=float)
+    P = len(need)
+    out = np.zeros(P)
+    needy = np.nonzero(need > 0)[0]
+    if not len(needy) or P < 2:
+        return out
+    chips = np.asarray(list(chips), dtype=np.int64)
+    exact = P <= LATENCY_EXACT_MAX_DEVICES and not src.unreduced and not dst.unreduced
+    if not exact:
+        # the nearest other device is at least one hop away (the machine's least hop)
+        out[needy] = _least_hop_s(machine)
+        return out
+    if exact:
+        s0, s1 = src.regions(mesh)
+        d0, d1 = dst.regions(mesh)
+    others = np.arange(P)
+    for d in needy:
+        if exact:
+            ov = np.clip(np.minimum(s1, d1[d]) - np.maximum(s0, d0[d]), 0, None).prod(axis=1) > 0
+            ov[d] = False
+            cand = others[ov]
+            if not len(cand):
+                cand = others[others != d]
+        else:
+            cand = others[others != d]
+        h = hop_floor_matrix_s(machine, chips[cand], np.full(len(cand), chips[d]))
+        out[d] = float(h.min()) if len(h) else 0.0
+    return out
+
+
 def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="auto") -> dict:
     """Every lower-bound term (seconds) of a redistribution: ``injection``, the cuts and, for
     small machines whose source is not replicated, ``lp`` (max-concurrent-flow). ``lp``:
@@ -351,22 +473,35 @@ def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="aut
     bw = in_bandwidth_per_device(machine, chips)
     # a group of devices takes in its bytes through all its members' incoming links at best
     terms = {"injection": max((b / bw[m].sum() for m, b in groups if b > 0 and bw[m].sum() > 0), default=0.0)}
+    if not any(b > 0 for _m, b in groups):
+        return terms
+    # the latency term: one launch, then the first byte a device needs crosses the hops from
+    # its nearest holder, and only then can the rest stream in through its links
+    launch = launch_floor_s(machine)
+    hop = latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips)
+    terms["latency"] = launch + float(hop.max())
+    if all(len(m) == 1 for m, _b in groups) and bw.min() > 0:
+        need = np.zeros(len(chips))
+        for m, b in groups:
+            need[m[0]] = b
+        terms["injection"] = launch + float(np.max(np.where(need > 0, hop + need / bw, 0.0)))
+    else:
+        terms["injection"] += launch
     red = reduction_values(mesh, src, dst) * int(itemsize)
     if red and not (machine.nvls_efficiency > 0 or machine.sharp) and bw.sum() > 0:
         # merging partial sums: (nR - 1) N values received somewhere, over every device's links
-        terms["reduction"] = red / float(bw.sum())
-    if not any(b > 0 for _m, b in groups):
-        return terms
+        terms["reduction"] = launch + red / float(bw.sum())
     for name, members, cap in _cuts(machine, chips):
         b = need_from_outside_bytes(mesh, src, dst, itemsize, members)
         key = name.split("(")[0]
-        terms[key] = max(terms.get(key, 0.0), b / cap if cap > 0 else 0.0)
+        if b > 0 and cap > 0:
+            terms[key] = max(terms.get(key, 0.0), launch + b / cap)
     if lp:
         limit = LP_AUTO_VARIABLES if lp == "auto" else LP_MAX_VARIABLES
         v = _lp_cached(machine, str(mesh), str(src),
                        str(dst), int(itemsize), tuple(chips), limit)
         if v is not None:
-            terms["lp"] = v
+            terms["lp"] = launch + v
     return terms
 
 
@@ -513,7 +648,57 @@ def op_bound_terms(op, machine, chips) -> dict:
                     worst = max(worst, b / cap)
         if worst > 0:
             terms["nic_cut"] = worst
+    if any(v > 0 for v in terms.values()):
+        # every term pays one launch; the latency term adds the hops from the nearest partner
+        launch = launch_floor_s(machine)
+        terms = {k: launch + v for k, v in terms.items() if v > 0}
+        terms["latency"] = launch + _op_hop_floor_s(op, machine, chips)
     return terms
+
+
+#: groups up to this size get their nearest partner exactly; larger ones the machine's least hop
+_EXACT_GROUP = 64
+
+
+def _op_hop_floor_s(op, machine, chips) -> float:
+    """The largest, over the devices of ``op`` that receive, of the least latency from the nearest
+    other member of its group (permute: from its source)."""
+    chips = np.asarray(chips, dtype=np.int64)
+    if op.kind == "permute":
+        pairs = [(a, b) for a, b in op.pairs if a != b]
+        if not pairs:
+            return 0.0
+        a, b = np.array(pairs).T
+        return float(hop_floor_matrix_s(machine, chips[a], chips[b]).max())
+    worst = 0.0
+    for g in op.groups:
+        n = len(g)
+        if n < 2:
+            continue
+        c = chips[list(g)]
+        if n > _EXACT_GROUP:
+            # the least hop between any two distinct chips of the group's first pair class
+            h = hop_floor_matrix_s(machine, c[:1], c[1:2])
+            worst = max(worst, min(float(h[0]), _least_hop_s(machine)))
+            continue
+        ia, ib = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        h = hop_floor_matrix_s(machine, c[ia.ravel()], c[ib.ravel()]).reshape(n, n)
+        np.fill_diagonal(h, np.inf)
+        worst = max(worst, float(h.min(axis=0).max()))
+    return worst
+
+
+def _least_hop_s(machine) -> float:
+    """The least latency between any two distinct chips of ``machine`` (one hop)."""
+    if machine.kind == "torus":
+        return _min_link_latency_s(machine)
+    if machine.kind == "switched" and machine.has_protocols:
+        return float(min(machine.protocol_latency_s(p)[1] for p in ("LL", "LL128", "Simple")))
+    n = machine.num_devices
+    if n < 2:
+        return 0.0
+    return float(hop_floor_matrix_s(machine, [0], [1])[0]) if machine.kind != "switched" or machine.dims[1] > 1 \
+        else float(hop_floor_matrix_s(machine, [0], [machine.dims[1]])[0])
 
 
 def schedule_lower_bound(schedule, machine, chips=None, detail: bool = False, lp="auto"):

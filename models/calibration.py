@@ -34,6 +34,54 @@ from models.profiles import KindParams, load_profile
 
 LOCAL = ("dyn_slice", "copy")
 
+#: Fitted values outside these ranges are not a property of any machine this tool models: a
+#: bandwidth above 20 TB/s per link (no NVLink, ICI or memory system comes near it; a fit lands
+#: there when ``1/bw`` runs to its bound of 0) or below 100 kB/s, a launch or per-hop latency
+#: above one second. A fit that ends on such a value is refused (:func:`fitted_bandwidth_Bps`
+#: returns ``None`` and the kind keeps the machine's bandwidth) and flagged.
+PLAUSIBLE = {"bandwidth_Bps": (1.0e5, 2.0e13), "alpha_s": (0.0, 1.0), "latency_s": (0.0, 1.0)}
+
+
+def fitted_bandwidth_Bps(inv_bw: float) -> float | None:
+    """``1 / inv_bw`` when that is a plausible bandwidth; ``None`` when the fit ran to its bound
+    (``inv_bw`` 0: the samples do not depend on the bytes moved, so no bandwidth was measured) or
+    ended outside :data:`PLAUSIBLE` -- never a sentinel such as 1e15 B/s."""
+    lo, hi = PLAUSIBLE["bandwidth_Bps"]
+    if not inv_bw > 0:
+        return None
+    bw = 1.0 / float(inv_bw)
+    return bw if lo <= bw <= hi else None
+
+
+def implausible_values(doc: dict) -> list[str]:
+    """The fitted numbers of a profile document (``params`` and ``collectives``) that are
+    outside :data:`PLAUSIBLE`, as ``"collectives.all_to_all.bandwidth_Bps = 1e+15"`` lines.
+    ``write_profile`` refuses a document with any."""
+    out = []
+
+    def val(v):
+        return v.get("value") if isinstance(v, dict) else v
+
+    def check(path, key, v):
+        v = val(v)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return
+        rule = "bandwidth_Bps" if key.endswith("bandwidth_Bps") else (
+            "latency_s" if key.endswith("latency_s") else ("alpha_s" if key in ("alpha_s", "launch_overhead_s")
+                                                          else None))
+        if rule is None:
+            return
+        lo, hi = PLAUSIBLE[rule]
+        if not lo <= float(v) <= hi:
+            out.append(f"{path}{key} = {float(v):.3g} (plausible: {lo:g} to {hi:g})")
+
+    for k, v in (doc.get("params") or {}).items():
+        check("params.", k, v)
+    for kind, entry in (doc.get("collectives") or {}).items():
+        for k, v in (entry or {}).items():
+            check(f"collectives.{kind}.", k, v)
+    return out
+
 
 @dataclass(frozen=True)
 class KindFit:
@@ -83,7 +131,8 @@ def fit_kind(kind: str, samples, machine, chips=None, fit_latency: bool = True) 
     alpha, lat, inv_bw = (float(v) for v in x)
     pred = A @ x
     ape = np.abs(pred - t) / t
-    params = KindParams(alpha_s=alpha, bandwidth_Bps=(1.0 / inv_bw) if inv_bw > 0 else None,
+    # a bandwidth that ran to the fit's bound (1/bw = 0) or beyond plausibility is not shipped
+    params = KindParams(alpha_s=alpha, bandwidth_Bps=fitted_bandwidth_Bps(inv_bw),
                         latency_s=lat if (fit_latency and kind not in LOCAL) else None)
     return KindFit(kind, params, len(t), float(ape.mean()), float(ape.max()))
 
@@ -127,6 +176,11 @@ def write_profile(doc: dict, path) -> Path:
     import tempfile
 
     path = Path(path)
+    bad = implausible_values(doc)
+    if bad:
+        raise ProfileError(f"write_profile: refusing to write {path}: fitted values outside the plausible "
+                           f"range ({'; '.join(bad)}); the fit ran to a bound -- refit with samples that "
+                           f"vary the bytes moved, or drop that parameter")
     path.parent.mkdir(parents=True, exist_ok=True)
     # a unique temporary name in the same folder: two calibrations writing one profile
     # never share it, and os.replace makes the new profile appear whole

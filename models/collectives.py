@@ -124,20 +124,40 @@ def _link_kinds(topo):
     return k
 
 
-def capacity(machine, topo, kind, proto_frac=1.0, ramp=1.0, nvls=False) -> np.ndarray:
-    """Bytes/s each link delivers to this op: line rate x achieved fraction of its class
-    (``link_efficiency`` for NVLink/ICI, ``nic_efficiency`` for NICs; ``nvls_efficiency`` for
-    NVLink under NVLS) x protocol share x ramp. A per-kind ``bandwidth_Bps`` override (a fitted
-    calibration) replaces the line rate and is taken as achieved."""
+def capacity(machine, topo, kind, proto_frac=1.0, ramp=1.0, nvls=False, ranks=None) -> np.ndarray:
+    """Bytes/s each link delivers to this op: line rate x achieved fraction of its class x
+    protocol share x ramp. The fraction: ``nvls_efficiency`` for NVLink under NVLS; for an
+    all-to-all ``a2a_efficiency`` (when the profile gives one); otherwise
+    ``machine.group_link_efficiency(ranks)`` for NVLink/ICI (``link_efficiency``, lower for
+    2- and 4-rank groups where the profile says so); ``nic_efficiency`` for NICs. A per-kind
+    ``bandwidth_Bps`` override (a fitted calibration) replaces the line rate and is taken as
+    achieved."""
     bw, _lat, overridden = _kind_params(machine, topo, kind)
     if overridden:
         return bw * proto_frac * ramp
     kinds = _link_kinds(topo)
     eff = np.ones(len(bw))
-    link_eff = machine.nvls_efficiency / 1.0 if nvls else machine.link_efficiency
+    if nvls:
+        link_eff = machine.nvls_efficiency
+    elif kind == "all_to_all" and machine.a2a_efficiency > 0:
+        link_eff = machine.a2a_efficiency
+    else:
+        link_eff = machine.group_link_efficiency(ranks) if ranks else machine.link_efficiency
     eff[(kinds == "nvlink") | (kinds == "ici")] = link_eff
     eff[kinds == "nic"] = machine.nic_efficiency
     return bw * eff * proto_frac * ramp
+
+
+def a2a_ramp(machine, op) -> float:
+    """The bandwidth ramp of an all-to-all: 1 unless the profile sets ``a2a_ramps`` (NCCL sends
+    an all-to-all as chunked Simple-protocol sends, which climb to their rate like a ring). ``S``
+    is the per-rank buffer; the half size is the 8-rank one whatever the group (XLA's H100
+    table: 2-rank all-to-alls climb no faster than 8-rank ones -- 32 MiB reaches 48% / 62% of
+    the 1 GiB rate -- while 2-rank rings do; with the group's own size the fit is 16.7% MAPE
+    against 14.4%)."""
+    if op.kind != "all_to_all" or not machine.a2a_ramps or not op.groups:
+        return 1.0
+    return machine.ramp(float(op.in_bytes), 8)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -149,12 +169,15 @@ def _route_latency(lat, route) -> float:
     return float(sum(lat[lk] for lk in route))
 
 
-def _protocols(machine, algo, kind):
+def _protocols(machine, algo, kind, multi_node=False):
     """(name, bandwidth share, fixed latency, step latency, ramps?) per protocol to try.
 
-    LL is NCCL's small-message protocol: its share is also capped at ``ll_max_bandwidth_Bps``
-    per GPU and it does not ramp (its cost is latency); LL128 and Simple pipeline large chunks
-    and follow the profile's bandwidth ramp."""
+    Shares follow NCCL's tuner (src/graph/tuning.cc, ``ncclTopoTuneModel``): a ring's LL bus
+    bandwidth is 1/3 of the Simple one inside a node for all-gather / reduce-scatter and 1/4 for
+    all-reduce or across nodes (LL moves 8-byte lines of 4 data + 4 flag bytes and runs fewer
+    threads), capped at ``ll_max_bandwidth_Bps`` per GPU; LL128 keeps 120 of every 128 bytes;
+    Simple all of them. LL does not ramp (its cost is latency); LL128 and Simple pipeline large
+    chunks and follow the profile's bandwidth ramp."""
     if not machine.has_protocols:
         return [(None, 1.0, machine.alpha_s(kind), None, True)]
     from models.profiles import PROTOCOLS
@@ -165,8 +188,10 @@ def _protocols(machine, algo, kind):
     for p in names:
         base, hop = machine.protocol_latency_s(p)
         frac = PROTOCOLS[p]
-        if p == "LL" and machine.ll_max_bandwidth_Bps > 0:
-            frac = min(frac, machine.ll_max_bandwidth_Bps / gpu_bw)
+        if p == "LL":
+            frac = 0.25 if (multi_node or kind == "all_reduce") else 1.0 / 3.0
+            if machine.ll_max_bandwidth_Bps > 0:
+                frac = min(frac, machine.ll_max_bandwidth_Bps / gpu_bw)
         out.append((p, frac, base, hop, p != "LL"))
     return out
 
@@ -346,9 +371,19 @@ def _plan_switched(op, machine, topo, chips, forced):
         reduce_s = 0.0
         if kind in ("reduce_scatter", "all_reduce") and algo not in ("nvls", "nvls_tree", "sharp"):
             reduce_s = (n - 1) / n * S / machine.reduce_Bps
-        cap0 = capacity(machine, topo, kind, 1.0, 1.0, nvls=algo in ("nvls", "nvls_tree"))
+        cap0 = capacity(machine, topo, kind, 1.0, 1.0, nvls=algo in ("nvls", "nvls_tree"), ranks=n)
         xfer0 = bottleneck_time_s(ph.routes, ph.nbytes, ph.weights, cap0)
-        for proto, frac, base, hop, ramps in _protocols(machine, algo, kind):
+        if algo == "nvls_tree":
+            # NCCL caps an NVLS tree's bus bandwidth per channel (tuning.cc perChMaxNVLSTreeBws,
+            # lower from 4 nodes on); the cap binds at the NICs, where the inter-node tree's
+            # chunks wait. e.g. H100, 4 nodes, 8 GiB: the flows alone give busbw ~490 GB/s,
+            # the cap 364 (measured 310-350). Links are slowed uniformly so the replay agrees.
+            cap_bus = machine.nvls_tree_busbw_2node_Bps if m == 2 else machine.nvls_tree_busbw_Bps
+            floor = bus_factor(kind, n) * S / cap_bus if cap_bus > 0 else 0.0
+            if xfer0 < floor:
+                cap0 = cap0 * (xfer0 / floor)
+                xfer0 = floor
+        for proto, frac, base, hop, ramps in _protocols(machine, algo, kind, multi_node=m > 1):
             ramp = machine.ramp(S / rho, pipe) if ramps else 1.0
             if hop is None:
                 hop_in = _step_latency(topo, lat, chips, group0) if algo == "ring" else machine.link_latency_s
@@ -432,7 +467,7 @@ def _plan_torus(op, machine, topo, chips, forced):
                 shape = None
                 break
     reduce_s = (n - 1) / n * S / machine.reduce_Bps if kind in ("reduce_scatter", "all_reduce") else 0.0
-    cap = capacity(machine, topo, kind, 1.0, machine.ramp(S, n))
+    cap = capacity(machine, topo, kind, 1.0, machine.ramp(S, n), ranks=n)
     if shape is None or not shape[0]:
         ph = Phase()
         steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
@@ -506,12 +541,13 @@ def _plan_direct(op, machine, topo, chips):
     bw, lat, _ = _kind_params(machine, topo, kind)
     ph = Phase()
     lat_max = 0.0
+    split = topo.route_split          # ties on a wrapped ring: half the bytes each way round
     if kind == "permute":
         for a, b in op.pairs:
             if a != b and op.send_bytes > 0:
-                r = _route(topo, chips[a], chips[b])
-                ph.add(r, op.send_bytes)
-                lat_max = max(lat_max, _route_latency(lat, r))
+                for r, share in split(chips[a], chips[b]):
+                    ph.add(r, op.send_bytes * share)
+                    lat_max = max(lat_max, _route_latency(lat, r))
         size = float(op.send_bytes)
         n = 2
     else:
@@ -522,20 +558,23 @@ def _plan_direct(op, machine, topo, chips):
             per = op.send_bytes / (n - 1)
             for i in range(n):
                 for j in range(1, n):
-                    r = _route(topo, chips[g[i]], chips[g[(i + j) % n]])
-                    ph.add(r, per)
-                    lat_max = max(lat_max, _route_latency(lat, r))
+                    for r, share in split(chips[g[i]], chips[g[(i + j) % n]]):
+                        ph.add(r, per * share)
+                        lat_max = max(lat_max, _route_latency(lat, r))
         size = float(op.in_bytes)
         n = len(op.groups[0]) if op.groups else 1
     if machine.has_protocols and machine.kind == "switched":
         alpha, hopl = machine.protocol_latency_s("Simple")
+        if kind == "all_to_all":
+            alpha = max(alpha, machine.a2a_latency_s)
         ph.latency_s = hopl + lat_max
     else:
         alpha = machine.alpha_s(kind)
         ph.latency_s = lat_max
-    # no ramp: the fitted ramp describes NCCL's pipelined collective protocols; point-to-point
-    # sends reach their rate without a long pipeline (the 1 GiB all-to-all row validates the rate)
-    cap = capacity(machine, topo, kind, 1.0, 1.0)
+    # permutes run at the achieved link rate; an all-to-all ramps where the profile says so
+    # (a2a_ramps: NCCL's chunked sends, measured in XLA's collective table) and has its own
+    # efficiency (a2a_efficiency)
+    cap = capacity(machine, topo, kind, 1.0, a2a_ramp(machine, op))
     return CollPlan("direct", None, alpha, [ph] if ph.routes else [], cap, 0.0, size)
 
 
@@ -758,15 +797,16 @@ def direct_all_to_all_loads(op, machine, chips=None) -> dict | None:
     lat_max = max(lat_up, lat_dn)
     if machine.has_protocols and machine.kind == "switched":
         alpha, hopl = machine.protocol_latency_s("Simple")
+        alpha = max(alpha, machine.a2a_latency_s)
         latency = hopl + lat_max
     else:
         alpha, latency = machine.alpha_s("all_to_all"), lat_max
     flows = sum(len(g) * (len(g) - 1) for g in op.groups if len(g) > 1) if per > 0 else 0
-    return _aggregate(machine, topo, load[:nl], alpha, latency, flows)
+    return _aggregate(machine, topo, load[:nl], alpha, latency, flows, a2a_ramp(machine, op))
 
 
-def _aggregate(machine, topo, load, alpha, latency, flows) -> dict:
-    cap = capacity(machine, topo, "all_to_all", 1.0, 1.0)
+def _aggregate(machine, topo, load, alpha, latency, flows, ramp=1.0) -> dict:
+    cap = capacity(machine, topo, "all_to_all", 1.0, ramp)
     used = load > 0
     xfer = float((load[used] / cap[used]).max()) if used.any() else 0.0
     if not used.any():      # nothing moves: plan_op has no phase, only the launch cost
@@ -849,47 +889,58 @@ def torus_all_to_all_loads(op, machine, chips=None) -> dict | None:
             cur = co[src].copy()
             tgt = co[dst]
             hops = np.zeros(len(src), dtype=np.int64)
+            routes_per_pair = np.ones(len(src), dtype=np.int64)   # 2**(tied dims): split flows
             for k, s in enumerate(dims):
                 if s < 2:
                     continue
                 ca, cb = cur[:, k], tgt[:, k]
                 if wrap[k]:
                     fwd = (cb - ca) % s
-                    plus = fwd <= s - fwd
-                    length = np.where(plus, fwd, s - fwd)
+                    # a tie (both ways s/2 long, s > 2) sends half each way, as Topology.route_split
+                    tie = (fwd == s - fwd) & (s > 2)
+                    plus = (fwd < s - fwd) | tie
+                    minus = (fwd > s - fwd) | tie
+                    length = np.where(fwd <= s - fwd, fwd, s - fwd)
                 else:
+                    tie = np.zeros(len(ca), dtype=bool)
                     plus = cb > ca
+                    minus = ~plus
                     length = np.abs(cb - ca)
-                start = np.where(plus, ca, (cb + 1) % s)
+                share = np.where(tie, 0.5, 1.0)
+                routes_per_pair = routes_per_pair * np.where(tie, 2, 1)
                 hops += length
                 node_base = (cur * np.asarray(strides, dtype=np.int64)).sum(axis=1) - ca * strides[k]
                 line = (node_base // (strides[k] * s)) * strides[k] + node_base % strides[k]
                 nlines = P // s
-                for j, sel in enumerate((plus, ~plus)):
+                for j, sel in enumerate((plus, minus)):
                     m = sel & (length > 0)
                     if not m.any():
                         continue
-                    ln, st, le = line[m], start[m], length[m]
+                    st_all = ca if j == 0 else (cb + 1) % s
+                    ln, st, le, wt = line[m], st_all[m], length[m], share[m]
                     end = st + le
                     wrapd = end > s
                     w1 = s + 1
                     idx = [ln * w1 + st, ln * w1 + np.minimum(end, s),
                            ln[wrapd] * w1, ln[wrapd] * w1 + (end[wrapd] - s)]
+                    wts = [wt, wt, wt[wrapd], wt[wrapd]]
                     sgn = [1.0, -1.0, 1.0, -1.0]
                     diff = np.zeros(nlines * w1)
-                    for ix, sg in zip(idx, sgn):
-                        diff += sg * np.bincount(ix, minlength=nlines * w1)
+                    for ix, w, sg in zip(idx, wts, sgn):
+                        diff += sg * np.bincount(ix, weights=w, minlength=nlines * w1)
                     per_pos = np.cumsum(diff.reshape(nlines, w1), axis=1)[:, :s]   # (line, pos)
                     lines = np.arange(nlines)
                     base = (lines // strides[k]) * strides[k] * s + lines % strides[k]
                     nodes = base[:, None] + np.arange(s)[None, :] * strides[k]
                     links = table[nodes, k, j]
-                    used = per_pos > 0.5
+                    used = per_pos > 0.25
                     if (links[used] < 0).any():
                         return None
                     np.add.at(count, links[used], per_pos[used])
                 cur[:, k] = cb
             max_hops = max(max_hops, int(hops.max()) if len(hops) else 0)
+            flows += int(routes_per_pair.sum()) - len(src)
         load += per * count
     alpha = machine.alpha_s("all_to_all")
-    return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows)
+    return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows, a2a_ramp(machine, op))
+

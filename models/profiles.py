@@ -76,6 +76,13 @@ _OPTIONAL = {
     "max_net_rings": (int, 0),            # most rings (channels) NCCL runs across the network (0 = NICs)
     "ramp_half_bytes": (float, 0.0),      # message size at which half the bandwidth is reached (8 ranks)
     "ramp_ranks_exponent": (float, 0.0),  # ramp_half_bytes grows as (ranks / 8) ** exponent
+    "ramp_size_exponent": (float, 1.0),   # ramp = 1 / (1 + (h / S) ** exponent); 1 = S / (S + h)
+    "pair_efficiency": (float, 0.0),      # link efficiency of a 2-rank group (0 = link_efficiency)
+    "a2a_efficiency": (float, 0.0),       # achieved / line rate of an all-to-all's sends (0 = link_efficiency)
+    "a2a_ramps": (int, 0),                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "a2a_latency_s": (float, 0.0),        # fixed latency of an all-to-all's grouped sends (0 = Simple's)
+    "nvls_tree_busbw_2node_Bps": (float, 0.0),  # NCCL's NVLS-tree bus bandwidth cap over 2 nodes (0 = none)
+    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes
     "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
     "ll_base_latency_s": (float, 0.0),    # NCCL protocol LL / LL128 / Simple: fixed latency ...
     "ll128_base_latency_s": (float, 0.0),
@@ -138,6 +145,13 @@ class HardwareProfile:
     max_net_rings: int = 0
     ramp_half_bytes: float = 0.0
     ramp_ranks_exponent: float = 0.0
+    ramp_size_exponent: float = 1.0
+    pair_efficiency: float = 0.0
+    a2a_efficiency: float = 0.0
+    a2a_ramps: int = 0
+    a2a_latency_s: float = 0.0
+    nvls_tree_busbw_2node_Bps: float = 0.0
+    nvls_tree_busbw_Bps: float = 0.0
     reduce_bandwidth_Bps: float = 0.0
     ll_base_latency_s: float = 0.0
     ll128_base_latency_s: float = 0.0
@@ -172,6 +186,13 @@ class HardwareProfile:
         for p in ("link_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, p) <= 1:
                 raise ProfileError(f"profile {self.name!r}: {p} must be in (0, 1], got {getattr(self, p)}")
+        for p in ("pair_efficiency", "a2a_efficiency"):
+            if not 0 <= getattr(self, p) <= 1:
+                raise ProfileError(f"profile {self.name!r}: {p} must be in [0, 1] (0 = link_efficiency), "
+                                   f"got {getattr(self, p)}")
+        if not 0 < self.ramp_size_exponent <= 4:
+            raise ProfileError(f"profile {self.name!r}: ramp_size_exponent must be in (0, 4], "
+                               f"got {self.ramp_size_exponent}")
         if not 0 <= self.nvls_efficiency <= 1:
             raise ProfileError(f"profile {self.name!r}: nvls_efficiency must be in [0, 1], got {self.nvls_efficiency}")
 
@@ -195,11 +216,32 @@ class HardwareProfile:
 
     def ramp(self, nbytes: float, ranks: int) -> float:
         """Fraction of the peak bandwidth a collective of ``nbytes`` (nccl-tests size) over
-        ``ranks`` devices reaches: ``S / (S + h)``, ``h = ramp_half_bytes * (ranks/8)**exp``."""
+        ``ranks`` devices reaches: ``1 / (1 + (h / S) ** g)``, ``h = ramp_half_bytes *
+        (ranks/8)**ramp_ranks_exponent``, ``g = ramp_size_exponent`` (``g = 1`` is ``S / (S + h)``).
+
+        Half the bandwidth at ``S = h`` whatever ``g``; a ``g`` below 1 spreads the climb over
+        more sizes, as measured curves do (H100, 8 ranks, all-gather: 64% of plateau at 64 MiB,
+        87% at 256 MiB; XLA's collective table): e.g. ``h = 18 MB, g = 0.75`` gives 0.72 at 64 MiB."""
         if self.ramp_half_bytes <= 0 or nbytes <= 0:
             return 1.0
         h = self.ramp_half_bytes * (max(ranks, 2) / 8.0) ** self.ramp_ranks_exponent
-        return float(nbytes / (nbytes + h))
+        g = self.ramp_size_exponent
+        return float(1.0 / (1.0 + (h / nbytes) ** g))
+
+    def group_link_efficiency(self, ranks: int) -> float:
+        """Achieved fraction of the NVLink/ICI line rate of a ring collective over ``ranks``
+        devices: ``link_efficiency`` from 8 ranks up; ``pair_efficiency`` at 2 ranks (two GPUs
+        exchange over fewer NCCL channels and pay each step's overhead on half the data),
+        linear in ``1/ranks`` in between: 4 ranks get ``link_efficiency - (link_efficiency -
+        pair_efficiency) / 3``. Without ``pair_efficiency`` every group size gets
+        ``link_efficiency``. (H100, XLA's collective table: busbw at 1 GiB 344 / 326 / 248 GB/s
+        for 8 / 4 / 2-rank all-gathers.)"""
+        e8 = self.link_efficiency
+        if self.pair_efficiency <= 0 or ranks >= 8:
+            return e8
+        e2 = self.pair_efficiency
+        t = (2.0 / max(ranks, 2) - 0.25) / 0.75          # 2 ranks: 1, 4: 1/3, 8: 0
+        return float(e8 - (e8 - e2) * t)
 
     @property
     def reduce_Bps(self) -> float:
@@ -363,17 +405,17 @@ def load_profile(spec, size: str | None = None) -> HardwareProfile:
     if isinstance(spec, HardwareProfile):
         return spec if size is None else resize(spec, size)
     if not isinstance(spec, (str, os.PathLike)):
-        raise ProfileError(f"load_profile: expected a string like 'tpu-v4:4x4x4', got {spec!r}")
+        raise ProfileError(f"hardware: expected a string like 'tpu-v4:4x4x4', got {str(spec)[:60]!r}")
     text = str(spec).strip()
     if not text:
-        raise ProfileError("load_profile: empty hardware spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
+        raise ProfileError("hardware: empty spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
     name, size_text = text, size
     head, sep, tail = text.rpartition(":")
     if sep and _SIZE_RE.match(tail.strip()):
         name, size_text = head.strip(), tail.strip() if size is None else size
     elif sep and not os.path.exists(text):
         raise ProfileError(
-            f"load_profile({text!r}): size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
+            f"hardware {text!r}: size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
             "'2' or '2x8' (nodes x GPUs) or '8' (CPU devices)")
     path = _resolve(name)
     try:
@@ -398,9 +440,9 @@ def _load_cached(path: str, mtime: int, size_text: str | None) -> HardwareProfil
 def _resolve(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
-        if p.is_file():
+        if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
-        raise ProfileError(f"load_profile: profile file {name!r} does not exist")
+        raise ProfileError(f"hardware: profile file {name!r} does not exist")
     cands = []
     if name.startswith("calibrated/"):
         stem = name.split("/", 1)[1]
@@ -414,34 +456,33 @@ def _resolve(name: str) -> Path:
     if p.is_file():
         return p
     raise ProfileError(
-        f"load_profile: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
+        f"hardware: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
         "(or give a path to a .yaml/.json profile file)")
 
 
-def _read_raw(path: Path, seen: set) -> dict:
-    import yaml
+def _read_raw(path: Path, seen: set, depth: int = 0) -> dict:
+    """The merged document of a profile file and its ``extends`` chain. Read through
+    synth.fileio (regular files only, ``yaml_bytes`` cap before reading, UTF-8, safe YAML);
+    the chain is at most ``extends_depth`` files deep and may not loop."""
+    from synth.fileio import FileError, read_yaml
+    from synth.limits import limit
 
     if path in seen:
         raise ProfileError(f"profile {path}: 'extends' forms a cycle")
+    if depth >= limit("extends_depth"):
+        raise ProfileError(f"profile {path}: the 'extends' chain is over {limit('extends_depth')} files deep "
+                           "(set REDIST_LIMIT_EXTENDS_DEPTH to change it); extend the base profile directly")
     seen.add(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ProfileError(f"profile file {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
-                           f"{e.start}); save it as UTF-8") from None
-    except OSError as e:
-        raise ProfileError(f"profile file {path}: cannot read it ({e.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ProfileError(f"profile file {path}: not valid YAML/JSON ({msg})") from None
+        raw = read_yaml(path, "profile file")
+    except FileError as e:
+        raise ProfileError(str(e)) from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile file {path}: expected a mapping at the top level")
     _validate_schema(raw, path, partial=bool(raw.get("extends")))
     base = raw.get("extends")
     if base:
-        parent = _read_raw(_resolve(str(base)), seen)
+        parent = _read_raw(_resolve(str(base)), seen, depth + 1)
         raw = _merge(parent, {k: v for k, v in raw.items() if k != "extends"})
     return raw
 
@@ -565,6 +606,39 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+#: Bounds of every number a profile may give: (smallest, whether the smallest is allowed,
+#: largest). Far beyond any machine, close enough that no sum or power overflows and no
+#: flow gets zero bandwidth: bandwidths are > 0 where a link needs one, latencies <= 10 s.
+_MAX_BPS = 1e16  # 10 PB/s
+_BOUNDS = {
+    "link_bandwidth_Bps": (0.0, False, _MAX_BPS), "hbm_bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "nic_bandwidth_Bps": (0.0, False, _MAX_BPS), "bus_bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "bandwidth_Bps": (0.0, False, _MAX_BPS),
+    "reduce_bandwidth_Bps": (0.0, True, _MAX_BPS), "ll_max_bandwidth_Bps": (0.0, True, _MAX_BPS),
+    "link_latency_s": (0.0, True, 10.0), "launch_overhead_s": (0.0, True, 10.0),
+    "nic_latency_s": (0.0, True, 10.0), "latency_s": (0.0, True, 10.0), "alpha_s": (0.0, True, 10.0),
+    "ll_base_latency_s": (0.0, True, 10.0), "ll128_base_latency_s": (0.0, True, 10.0),
+    "simple_base_latency_s": (0.0, True, 10.0), "ll_hop_latency_s": (0.0, True, 10.0),
+    "ll128_hop_latency_s": (0.0, True, 10.0), "simple_hop_latency_s": (0.0, True, 10.0),
+    "links_per_chip": (1, True, 1024), "hbm_capacity_bytes": (1, True, 2**50),
+    "gpus_per_node": (1, True, 65_536), "nics_per_node": (0, True, 1024),
+    "link_efficiency": (0.0, False, 1.0), "nic_efficiency": (0.0, False, 1.0),
+    "nvls_efficiency": (0.0, True, 4.0), "sharp": (0, True, 1), "max_net_rings": (0, True, 1024),
+    "ramp_half_bytes": (0.0, True, 2.0**50), "ramp_ranks_exponent": (0.0, True, 4.0),
+}
+
+
+def _bounded(where: str, x):
+    name = where.rsplit(".", 1)[-1]
+    if name not in _BOUNDS:
+        return x
+    lo, lo_ok, hi = _BOUNDS[name]
+    if x < lo or (x == lo and not lo_ok) or x > hi:
+        low = f">= {lo:g}" if lo_ok else f"> {lo:g}"
+        raise ProfileError(f"{where}: {x!r} is out of range; it must be {low} and <= {hi:g}")
+    return x
+
+
 def _num(where: str, v, typ=float):
     """A number from ``v`` or ``{value, source}``; returns (number, source or None)."""
     src = None
@@ -585,7 +659,7 @@ def _num(where: str, v, typ=float):
         if x != int(x):
             raise ProfileError(f"{where}: must be an integer, got {v!r}")
         x = int(x)
-    return x, (str(src) if src else None)
+    return _bounded(where, x), (str(src) if src else None)
 
 
 def _from_raw(raw: dict, path: Path, size_text: str | None) -> HardwareProfile:

@@ -42,9 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "replay a schedule JSON (--schedule). Hardware is NAME[:SIZE], e.g. tpu-v4:4x4x4, "
                     "dgx-h100:2 (nodes), cpu-host:8, calibrated/cpu-8, or a profile file path.")
     r.add_argument("--hardware", default=EXAMPLE["hardware"], help="profile and size (default: %(default)s)")
-    r.add_argument("--mesh", default=None, help=f"mesh axes, e.g. x=4,y=4,z=4 (default with --src/--dst: {EXAMPLE['mesh']})")
-    r.add_argument("--src", default=None, help=f"source type (default: {EXAMPLE['src']})")
-    r.add_argument("--dst", default=None, help=f"target type (default: {EXAMPLE['dst']})")
+    from synth.cliutil import add_case_args
+
+    add_case_args(r)  # --mesh --src --dst --shape --itemsize --dtype (defaults: EXAMPLE)
+    r.add_argument("--dst-mesh", default=None,
+                   help="target mesh with device ids (e.g. b=4@4-7; default: --mesh): plans and replays "
+                        "a cross-mesh redistribution (simulator.crossmesh)")
     r.add_argument("--planner", default="auto", choices=sorted(PLANNERS),
                    help="auto (default: the cheapest plan on --hardware within the memory bound), "
                         "normal, easy, search")
@@ -54,7 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: time budget of the search in ms (default: 100)")
     r.add_argument("--free-device-order", action="store_true",
                    help="auto: the target may use any assignment of mesh positions to devices")
-    r.add_argument("--itemsize", type=int_arg(1, "itemsize"), default=4, help="bytes per element (default: 4)")
     r.add_argument("--schedule", default=None, help="replay this schedule JSON instead of planning")
     r.add_argument("--placement", default=None,
                    help="mesh -> chips: 'row-major' (default), 'x=Z,y=X*Y' (axes over physical dims, "
@@ -94,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _other_mesh(a: str, b: str) -> bool:
+    from synth import Mesh
+
+    return Mesh.parse(a) != Mesh.parse(b)
+
+
 def _run(args):
     from models import load_profile
     from simulator.engine import simulate, simulate_plan
@@ -102,7 +110,7 @@ def _run(args):
         from synth.fileio import check_output_file
 
         check_output_file(args.trace, "--trace")
-    if args.chrome_trace:
+    if args.chrome_trace is not None:  # "" is refused (one line), not silently skipped
         from synth.fileio import check_output_file
 
         check_output_file(args.chrome_trace, "--chrome-trace")
@@ -110,8 +118,9 @@ def _run(args):
     if args.bandwidth_scale != 1.0 or args.latency_scale != 1.0:
         machine = machine.with_scale(args.bandwidth_scale, args.latency_scale)
     kw = {"coarsen": not args.no_coarsen, "max_chunks": args.max_chunks, "engine": args.engine}
-    if args.itemsize < 1:
-        raise RedistributionError(f"run: --itemsize must be >= 1, got {args.itemsize}")
+    from synth.cliutil import parse_case, resolve_itemsize
+
+    itemsize = resolve_itemsize(args.dtype, args.itemsize)
     if args.schedule:
         if args.src or args.dst:
             raise RedistributionError("run: give either --schedule or --src/--dst, not both")
@@ -120,11 +129,16 @@ def _run(args):
         sched = Schedule.load(args.schedule)
         res = simulate(sched, machine, mesh=args.mesh, placement=args.placement, **kw)
         plan = None
+    elif args.dst_mesh is not None and _other_mesh(args.mesh or EXAMPLE["mesh"], args.dst_mesh):
+        from simulator.crossmesh import run_cli
+
+        return run_cli(args, machine, args.mesh or EXAMPLE["mesh"], args.src or EXAMPLE["src"],
+                       args.dst or EXAMPLE["dst"])
     else:
         from synth import synthesize
 
-        mesh = args.mesh or EXAMPLE["mesh"]
-        src, dst = args.src or EXAMPLE["src"], args.dst or EXAMPLE["dst"]
+        mesh, src, dst = parse_case(args.mesh or EXAMPLE["mesh"], args.src or EXAMPLE["src"],
+                                    args.dst or EXAMPLE["dst"], args.shape)
         auto_kw = {}
         if args.planner == "auto":  # the machine's analytic cost, with this placement
             from models.plan_cost import machine_cost
@@ -134,14 +148,14 @@ def _run(args):
                        "budget_ms": args.budget_ms, "free_device_order": args.free_device_order}
         elif args.budget_ms is not None or args.free_device_order:
             raise RedistributionError("run: --budget-ms and --free-device-order apply to --planner auto")
-        plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=args.itemsize, **auto_kw)
+        plan = synthesize(mesh, src, dst, planner=args.planner, itemsize=itemsize, **auto_kw)
         res = simulate_plan(plan, machine, placement=args.placement, **kw)
     if args.trace is not None:
         from synth.fileio import atomic_writer
 
         with atomic_writer(args.trace, "--trace") as f:
             res.trace_df().to_csv(f, index=False)
-    if args.chrome_trace:
+    if args.chrome_trace is not None:
         from simulator.chrome_trace import write_chrome_trace
 
         write_chrome_trace(res, args.chrome_trace)
@@ -164,11 +178,15 @@ def _run(args):
 
 def _profiles(args):
     from models import available_profiles, load_profile
+    from models.analytic import launch_floor_s
 
     out, broken = [], []
     for n in available_profiles():
         try:
-            out.append(load_profile(n).to_dict())
+            m = load_profile(n)
+            # the least fixed cost the model charges a communicating op (NCCL's LL base latency on
+            # NVIDIA profiles, not alpha): the launch part of the lower bound's latency term
+            out.append({**m.to_dict(), "launch_floor_s": launch_floor_s(m)})
         except RedistributionError as e:  # a broken calibrated file must not hide the others
             broken.append({"name": n, "error": str(e)})
     if args.json:
@@ -180,6 +198,7 @@ def _profiles(args):
         print(f"{d['spec']:<24} {d['kind']:<9} {d['num_devices']:>5} devices  link "
               f"{d['link_bandwidth_Bps'] / 1e9:7.1f} GB/s x{d['links_per_chip']:<3} "
               f"{d['link_latency_s'] * 1e6:5.2f} us/hop  alpha {d['launch_overhead_s'] * 1e6:5.1f} us  "
+              f"floor {d['launch_floor_s'] * 1e6:5.1f} us  "
               f"HBM {d['hbm_bandwidth_Bps'] / 1e9:6.0f} GB/s {d['hbm_capacity_bytes'] / 2**30:6.1f} GiB")
 
 
@@ -235,7 +254,8 @@ def main(argv=None) -> int:
             print(json.dumps(res)) if args.json else print_agreement(res)
         return 0
     except RedistributionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        from synth.cliutil import report_error
+
+        return report_error(e, argv)
     except BrokenPipeError:
         return 0

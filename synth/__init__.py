@@ -11,8 +11,13 @@ from synth.collectives import (
     AllToAll,
     Collective,
     DynSlice,
+    MultiAllGather,
+    MultiAllToAll,
+    MultiDynSlice,
     ReduceScatter,
+    ShardedToUnreduced,
     Unreduce,
+    fuse,
 )
 from synth.errors import (
     CollectiveError,
@@ -30,7 +35,8 @@ from synth.types import ArrayType, Dim, parse_partition_spec, parse_type, refine
 
 __all__ = [
     "COLLECTIVES", "AllGather", "AllPermute", "AllReduce", "AllToAll", "ArrayType", "Collective",
-    "ReduceScatter", "Unreduce", "refine",
+    "MultiAllGather", "MultiAllToAll", "MultiDynSlice", "ReduceScatter", "ShardedToUnreduced",
+    "Unreduce", "fuse", "refine",
     "CollectiveError", "Dim", "DynSlice", "Mesh", "MeshError", "PLANNERS", "Plan", "PlanError",
     "RedistributionError", "Schedule", "ScheduleOp", "TypeSpecError", "interpret",
     "parse_partition_spec", "parse_type", "plan_easy", "plan_normal", "recv_lower_bound_bytes",

@@ -32,13 +32,20 @@ splitting, or truncates the ``n`` gathered shards to the dim's size. That buffer
 counted by ``peak_elems`` and appears as a ``copy`` op in the schedule; padding moves
 and is counted like data, and never reaches the result (the interpreter fills padding
 with garbage and checks).
+
+**Several dims in one collective.** ``MultiDynSlice``, ``MultiAllGather`` and
+``MultiAllToAll`` carry several one-dim moves on disjoint dims and disjoint axes as one
+step over the group of all their axes (one launch, as XLA and Shardy emit them). The
+moves commute, so type and data rules are the composition of the moves; the cost is
+that of one collective over the joint group. JSON: the one-dim ``op`` with ``"moves"``.
+``ShardedToUnreduced`` is local: a split dim becomes a pending sum (see docs/collectives.md).
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -59,7 +66,10 @@ def _axes_tuple(axis) -> tuple[str, ...]:
 
 def _canonical_axis(obj, who: str):
     """A one-name tuple becomes the name; a list becomes a tuple (frozen, hashable)."""
-    axis = obj.axis
+    object.__setattr__(obj, "axis", _canonical_axis_value(obj.axis, who))
+
+
+def _canonical_axis_value(axis, who: str):
     if not isinstance(axis, str):
         try:
             axis = tuple(axis)
@@ -73,7 +83,7 @@ def _canonical_axis(obj, who: str):
             raise CollectiveError(f"{who}: axis {axis!r} names an axis twice")
         if len(axis) == 1:
             axis = axis[0]
-    object.__setattr__(obj, "axis", axis)
+    return axis
 
 
 def _axes_text(axis) -> str:
@@ -261,6 +271,13 @@ class Collective(ABC):
     def repad_elems(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> int:
         """Elements of the intermediate buffer an uneven dim's re-padding needs (0: none)."""
         return 0
+
+    def map_axes(self, fn) -> Collective:
+        """This collective with each axis name ``a`` written as the names ``fn(a)``
+        (e.g. the factors of a refined mesh it spans)."""
+        old = _axes_tuple(self.axis)
+        names = tuple(x for a in old for x in fn(a))
+        return self if names == old else replace(self, axis=names)
 
     def is_noop(self, t_in: ArrayType, mesh: Mesh) -> bool:
         """True when no device's data changes (e.g. a collective over size-1 axes):
@@ -637,10 +654,335 @@ class Unreduce(Collective):
         return f"Unreduce({_axes_text(self.axis)})"
 
 
+# -- several dims in one collective ------------------------------------------------
+def _canonical_moves(obj, who: str, width: int):
+    """``moves`` becomes a tuple of tuples whose last entry is a canonical axis (a name,
+    or a tuple of two or more names), sorted by the leading dim(s) so one collective has
+    one spelling. ``width`` is the number of dim fields before the axis (1 or 2)."""
+    raw = obj.moves
+    try:
+        moves = [tuple(m) for m in raw]
+    except TypeError:
+        raise CollectiveError(f"{who}: moves {raw!r} must be a list of {'(dim, axis)' if width == 1 else '(src_dim, dst_dim, axis)'} "
+                              "tuples") from None
+    if len(moves) < 2:
+        raise CollectiveError(
+            f"{who}: needs at least two moves, got {len(moves)}; a single move is the one-dim "
+            f"form ({'DynSlice/AllGather(dim, axis)' if width == 1 else 'AllToAll(src_dim, dst_dim, axis)'})")
+    out = []
+    for m in moves:
+        if len(m) != width + 1:
+            raise CollectiveError(f"{who}: move {m!r} must have {width + 1} entries")
+        for v in m[:width]:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise CollectiveError(f"{who}: move {m!r}: dims must be integers")
+        out.append(tuple(int(v) for v in m[:width]) + (_canonical_axis_value(m[width], who),))
+    dims = [v for m in out for v in m[:width]]
+    if len(set(dims)) != len(dims):
+        raise CollectiveError(
+            f"{who}: a dim appears in two moves ({dims}); each dim takes part in at most one "
+            "move, as in Shardy's all_to_all / all_gather / all_slice")
+    names = [a for m in out for a in _axes_tuple(m[width])]
+    if len(set(names)) != len(names):
+        raise CollectiveError(f"{who}: an axis appears in two moves ({names})")
+    object.__setattr__(obj, "moves", tuple(sorted(out, key=lambda m: m[:width])))
+
+
+class _MultiMixin:
+    """Shared facets of the multi-dim forms: the data rule is the composition of the
+    one-dim moves (they touch disjoint dims and disjoint axes, so their order does not
+    matter), the group is the product of all the moves' groups."""
+
+    def singles(self) -> list[Collective]:
+        """The one-dim collectives this one fuses, in canonical order."""
+        raise NotImplementedError
+
+    @property
+    def axis(self) -> tuple[str, ...]:
+        """Every axis the collective runs over, move by move (its group's axes)."""
+        return tuple(a for c in self.singles() for a in _axes_tuple(c.axis))
+
+    def names(self) -> tuple[str, ...]:
+        return self.axis
+
+    def chain(self, t: ArrayType, mesh: Mesh) -> list[ArrayType]:
+        """``t`` and the type after each one-dim move (the last is the result)."""
+        out = [t]
+        for c in self.singles():
+            out.append(c.apply(out[-1], mesh))
+        return out
+
+    def apply(self, t, mesh):
+        return self.chain(t, mesh)[-1]
+
+    def run(self, blocks, t_in, t_out, mesh):
+        types = self.chain(t_in, mesh)
+        for c, a, b in zip(self.singles(), types[:-1], types[1:]):
+            blocks = c.run(blocks, a, b, mesh)
+        return blocks
+
+    def is_noop(self, t_in, mesh):
+        return _group_size(mesh, self.axis) == 1
+
+    def map_axes(self, fn):
+        w = len(self.moves[0]) - 1
+        moves = tuple(m[:w] + (tuple(x for a in _axes_tuple(m[w]) for x in fn(a)),) for m in self.moves)
+        return replace(self, moves=moves)
+
+
+@dataclass(frozen=True)
+class MultiDynSlice(_MultiMixin, Collective):
+    """Several ``(dim, axis)`` slices in one local step: each ``axis`` (unused) becomes
+    the minor-most axis of its ``dim``. ``[16, 8]`` with ``((0, 'x'), (1, 'y'))`` on
+    ``x=2,y=4`` -> ``[16{x}, 8{y}]``: device ``(i, j)`` keeps rows ``8i..8i+7`` and
+    columns ``2j, 2j+1``. Shardy's ``all_slice [{"x"}, {"y"}]``. JSON:
+    ``{"op": "dyn_slice", "moves": [{"dim": 0, "axis": "x"}, ...]}``."""
+
+    moves: tuple[tuple[int, str | tuple[str, ...]], ...]
+    kind: ClassVar[str] = "multi_dyn_slice"
+    op: ClassVar[str] = "dyn_slice"
+    local: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _canonical_moves(self, "DynSlice(moves)", 1)
+
+    def singles(self):
+        return [DynSlice(d, a) for d, a in self.moves]
+
+    def apply(self, t, mesh):
+        for d, _ in self.moves:
+            _check_dim(t, d, f"{self} on {t}")
+        return super().apply(t, mesh)
+
+    def padded_shape(self, t_in, t_out, mesh) -> tuple[int, ...]:
+        """The input block padded so every sliced dim holds ``n`` whole pieces."""
+        loc = list(t_in.local_shape(mesh))
+        out = t_out.local_shape(mesh)
+        for d, a in self.moves:
+            loc[d] = max(loc[d], _group_size(mesh, a) * out[d])
+        return tuple(loc)
+
+    def repad_elems(self, t_in, t_out, mesh):
+        p = math.prod(self.padded_shape(t_in, t_out, mesh))
+        return p if p > t_in.shard_elems(mesh) else 0
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.zeros(mesh.size, dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
+
+    def __str__(self):
+        return "DynSlice(" + ", ".join(f"{d}:{_axes_text(a)}" for d, a in self.moves) + ")"
+
+
+@dataclass(frozen=True)
+class MultiAllGather(_MultiMixin, Collective):
+    """One all-gather over several ``(dim, axis)`` pairs: each ``axis`` (the minor-most
+    suffix of its ``dim``) is removed, over the group of all the axes at once.
+    ``[16{x}, 8{y}] -> [16, 8]`` on ``x=2,y=4``: every device receives the 7 other
+    blocks of its ``(x, y)`` group and places block ``(i, j)`` at rows ``8i``, columns
+    ``2j``. Shardy's ``all_gather [{"x"}, {"y"}]``; XLA lowers it to one HLO
+    all-gather. JSON: ``{"op": "all_gather", "moves": [{"dim": 0, "axis": "x"}, ...]}``."""
+
+    moves: tuple[tuple[int, str | tuple[str, ...]], ...]
+    kind: ClassVar[str] = "multi_all_gather"
+    op: ClassVar[str] = "all_gather"
+
+    def __post_init__(self):
+        _canonical_moves(self, "AllGather(moves)", 1)
+
+    def singles(self):
+        return [AllGather(d, a) for d, a in self.moves]
+
+    def apply(self, t, mesh):
+        for d, _ in self.moves:
+            _check_dim(t, d, f"{self} on {t}")
+        return super().apply(t, mesh)
+
+    def repad_elems(self, t_in, t_out, mesh):
+        raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
+        return raw if raw > t_out.shard_elems(mesh) else 0
+
+    def recv_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
+
+    def __str__(self):
+        return "AllGather(" + ", ".join(f"{d}:{_axes_text(a)}" for d, a in self.moves) + ")"
+
+
+@dataclass(frozen=True)
+class MultiAllToAll(_MultiMixin, Collective):
+    """One all-to-all carrying several ``(src_dim, dst_dim, axis)`` moves: each ``axis``
+    (the minor-most suffix of ``src_dim``) moves to be minor-most of ``dst_dim``, over
+    the group of all the axes at once. Every dim takes part in at most one move.
+    ``[8{a,b}, 8{c}, 4, 4]`` with ``((0, 2, 'b'), (1, 3, 'c'))`` ->
+    ``[8{a}, 8, 4{b}, 4{c}]`` (Shardy's ``all_to_all [{"b"}: 0->2, {"c"}: 1->3]``):
+    each device keeps ``1/n`` of its padded block and receives ``(n-1)/n`` of it,
+    ``n = |b| * |c|``, where two chained all-to-alls would receive
+    ``(|b|-1)/|b| + (|c|-1)/|c|`` of it. JSON:
+    ``{"op": "all_to_all", "moves": [{"src_dim": 0, "dst_dim": 2, "axis": "b"}, ...]}``."""
+
+    moves: tuple[tuple[int, int, str | tuple[str, ...]], ...]
+    kind: ClassVar[str] = "multi_all_to_all"
+    op: ClassVar[str] = "all_to_all"
+
+    def __post_init__(self):
+        _canonical_moves(self, "AllToAll(moves)", 2)
+
+    def singles(self):
+        return [AllToAll(s, d, a) for s, d, a in self.moves]
+
+    def apply(self, t, mesh):
+        for s, d, _ in self.moves:
+            _check_dim(t, s, f"{self} on {t}")
+            _check_dim(t, d, f"{self} on {t}")
+        return super().apply(t, mesh)
+
+    def sent_shape(self, t_in, t_out, mesh) -> tuple[int, ...]:
+        """The input block with every split dim padded to ``n`` whole pieces: what the
+        exchange sends (``1/n`` of it stays)."""
+        loc = list(t_in.local_shape(mesh))
+        out = t_out.local_shape(mesh)
+        for _, d, a in self.moves:
+            loc[d] = _group_size(mesh, a) * out[d]
+        return tuple(loc)
+
+    def raw_shape(self, t_in, t_out, mesh) -> tuple[int, ...]:
+        """The received block before an uneven concatenated dim is truncated."""
+        loc = list(t_out.local_shape(mesh))
+        li = t_in.local_shape(mesh)
+        for s, _, a in self.moves:
+            loc[s] = _group_size(mesh, a) * li[s]
+        return tuple(loc)
+
+    def _sent_elems(self, t_in, t_out, mesh):
+        return math.prod(self.sent_shape(t_in, t_out, mesh))
+
+    def repad_elems(self, t_in, t_out, mesh):
+        a, b = t_in.shard_elems(mesh), t_out.shard_elems(mesh)
+        sent = self._sent_elems(t_in, t_out, mesh)
+        raw = math.prod(self.raw_shape(t_in, t_out, mesh))
+        return max(sent if sent > a else 0, raw if raw > b else 0)
+
+    def recv_elems(self, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.op, "moves": [{"src_dim": s, "dst_dim": d, "axis": _axis_json(a)}
+                                         for s, d, a in self.moves]}
+
+    def __str__(self):
+        return "AllToAll(" + ", ".join(f"{s}->{d}:{_axes_text(a)}" for s, d, a in self.moves) + ")"
+
+
+@dataclass(frozen=True)
+class ShardedToUnreduced(Collective):
+    """``axis``, the minor-most axis (or suffix) of ``dim``, leaves the dim and joins
+    the unreduced set, locally: each device places its block at its offset in a zero
+    block of the unsplit size. ``[16{x}, 8] -> [16, 8]{U:x}`` on ``x=2``: device 0 holds
+    rows 0..7 and zeros in rows 8..15, device 1 zeros then rows 8..15; their sum is
+    the array. Shardy's ``sharded_to_unreduced``; DTensor's Shard -> Partial. Moves
+    nothing; the block grows by the group size (counted as memory).
+
+    The mirror, unreduced -> sharded with no communication, is not sound: a partial
+    block may carry any part of the sum anywhere, so the sound mirror is
+    :class:`ReduceScatter`. The replicated form is :class:`Unreduce`."""
+
+    dim: int
+    axis: str | tuple[str, ...]
+    kind: ClassVar[str] = "sharded_to_unreduced"
+    local: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _canonical_axis(self, "ShardedToUnreduced")
+
+    def apply(self, t, mesh):
+        who = f"ShardedToUnreduced(dim={self.dim}, axis={self.axis!r}) on {t}"
+        _check_dim(t, self.dim, who)
+        names = _axes_tuple(self.axis)
+        n = _group_size(mesh, names)
+        rest = _suffix(t, self.dim, names, who)
+        out = t.with_dim_axes(self.dim, rest)
+        coarse = out.split(mesh, self.dim)
+        if not nests(t.dims[self.dim].size, coarse, n):
+            raise _nest_error(who, out, self.dim, coarse, n)
+        return out.with_unreduced(t.unreduced + names)
+
+    def run(self, blocks, t_in, t_out, mesh):
+        n = _group_size(mesh, self.axis)
+        coarse = t_out.local_shape(mesh)[self.dim]
+        out = []
+        for d, b in enumerate(blocks):
+            me = _group_index(mesh, self.axis, d)
+            pieces = [b if j == me else np.zeros_like(b) for j in range(n)]
+            out.append(_join(pieces, self.dim, coarse))
+        return out
+
+    def repad_elems(self, t_in, t_out, mesh):
+        raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
+        return raw if raw > t_out.shard_elems(mesh) else 0
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.zeros(mesh.size, dtype=np.int64)
+
+    def to_dict(self):
+        return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
+
+    def __str__(self):
+        return f"ShardedToUnreduced({self.dim}, {_axes_text(self.axis)})"
+
+
 #: The table of collective kinds. Every other layer keys its own facet by ``kind``.
 COLLECTIVES: dict[str, type[Collective]] = {
-    c.kind: c for c in (DynSlice, AllGather, AllToAll, AllPermute, AllReduce, ReduceScatter, Unreduce)
+    c.kind: c for c in (DynSlice, AllGather, AllToAll, AllPermute, AllReduce, ReduceScatter, Unreduce,
+                        MultiDynSlice, MultiAllGather, MultiAllToAll, ShardedToUnreduced)
 }
+
+#: The one-dim kind each multi-dim kind fuses (they share a JSON ``op``).
+MULTI_OF = {"dyn_slice": MultiDynSlice, "all_gather": MultiAllGather, "all_to_all": MultiAllToAll}
+
+
+def fuse(steps) -> Collective:
+    """One collective doing what ``steps`` (DynSlices, AllGathers or AllToAlls of one
+    kind, one-dim or multi-dim, on disjoint dims and axes) do one after another:
+    ``fuse([AllGather(0, 'x'), AllGather(1, 'y')]) == MultiAllGather(((0, 'x'), (1, 'y')))``.
+    Slices or gathers of one dim merge into one move (``DynSlice(0, 'x'), DynSlice(0, 'y')``
+    is ``DynSlice(0, ('x', 'y'))``; ``AllGather(0, 'y'), AllGather(0, 'x')`` is
+    ``AllGather(0, ('x', 'y'))``). One move gives the one-dim form. Raises :class:`CollectiveError` when they do not
+    fuse (mixed kinds, a dim or axis in two moves)."""
+    steps = list(steps)
+    if not steps:
+        raise CollectiveError("fuse: needs at least one step")
+    if len(steps) == 1:
+        return steps[0]
+    ops = {getattr(c, "op", c.kind) for c in steps}
+    if len(ops) != 1 or next(iter(ops)) not in MULTI_OF:
+        raise CollectiveError(f"fuse: steps {[str(c) for c in steps]} are not all DynSlices, "
+                              "all AllGathers or all AllToAlls")
+    op = next(iter(ops))
+    moves = []
+    for c in steps:
+        mine = list(c.moves) if isinstance(c, _MultiMixin) else \
+            [(c.src_dim, c.dst_dim, c.axis) if op == "all_to_all" else (c.dim, c.axis)]
+        for m in mine:
+            same = [k for k, e in enumerate(moves) if op != "all_to_all" and e[0] == m[0]]
+            if same:  # the same dim again: one move over both groups of axes
+                k = same[0]
+                old, new = _axes_tuple(moves[k][1]), _axes_tuple(m[1])
+                # a slice appends minor-most; a gather removes the minor-most suffix first
+                moves[k] = (m[0], old + new if op == "dyn_slice" else new + old)
+            else:
+                moves.append(m)
+    moves = [m[:-1] + (_canonical_axis_value(m[-1], "fuse"),) for m in moves]
+    if len(moves) == 1:
+        return COLLECTIVES[op](*moves[0])
+    return MULTI_OF[op](tuple(moves))
 
 
 def _axis_from_json(axis):
@@ -663,6 +1005,8 @@ def collective_from_dict(d: dict) -> Collective:
         raise CollectiveError(f"plan step must be an object, got {d!r}")
     op = d.get("op")
     try:
+        if "moves" in d and op in MULTI_OF:
+            return _multi_from_dict(d)
         if op == "dyn_slice":
             return DynSlice(_int_field(d, "dim"), _axis_from_json(d["axis"]))
         if op == "all_gather":
@@ -677,9 +1021,79 @@ def collective_from_dict(d: dict) -> Collective:
             return ReduceScatter(_int_field(d, "dim"), _axis_from_json(d["axis"]))
         if op == "unreduce":
             return Unreduce(_axis_from_json(d["axis"]))
+        if op == "sharded_to_unreduced":
+            return ShardedToUnreduced(_int_field(d, "dim"), _axis_from_json(d["axis"]))
     except KeyError as e:
         raise CollectiveError(f"plan step {op!r}: missing field {e.args[0]!r}") from None
-    raise CollectiveError(f"unknown collective op {op!r}; expected one of {sorted(COLLECTIVES)}")
+    raise CollectiveError(f"unknown collective op {op!r}; expected one of {sorted(_JSON_OPS)}")
+
+
+_JSON_OPS = {getattr(c, "op", k) for k, c in COLLECTIVES.items()}
+
+
+def _multi_from_dict(d: dict) -> Collective:
+    """``{"op": "all_gather", "moves": [{"dim": 0, "axis": "x"}, ...]}`` and the like;
+    one move reads as the one-dim form."""
+    op, moves = d["op"], d["moves"]
+    if not isinstance(moves, list) or not moves or len(moves) > _MAX_MOVES:
+        raise CollectiveError(f"plan step {op!r}: 'moves' must be a list of 1 to {_MAX_MOVES} "
+                              f"moves, got {moves!r}"[:300])
+    out = []
+    for m in moves:
+        if not isinstance(m, dict):
+            raise CollectiveError(f"plan step {op!r}: each move must be an object, got {m!r}"[:300])
+        dims = (_int_field(m, "src_dim"), _int_field(m, "dst_dim")) if op == "all_to_all" \
+            else (_int_field(m, "dim"),)
+        out.append(dims + (_axis_from_json(m["axis"]),))
+    if len(out) == 1:
+        return collective_from_dict({"op": op, **moves[0]})
+    return MULTI_OF[op](tuple(out))
+
+
+def fuse_runs(steps, src: ArrayType, mesh: Mesh) -> list[Collective]:
+    """``steps`` with each run of consecutive DynSlices, AllGathers or AllToAlls (one kind
+    per run) on disjoint dims and axes fused into one multi-dim step, where the fused
+    step ends at the same type and receives no more than the run (on uneven dims one op
+    carries padding the run trims between its steps; such a run is left as it is).
+
+    Example, on ``x=2,y=2,z=2``: ``[AllGather(0, 'x'), AllGather(1, 'y'), AllGather(2, 'z')]``
+    from ``[8{x}, 8{y}, 8{z}]`` becomes ``[MultiAllGather(((0, 'x'), (1, 'y'), (2, 'z')))]``:
+    one collective instead of three, the same 7 blocks received; the step's live buffers
+    are its input and the whole output (the chain never holds both at once), so the peak
+    may grow: a planner weighs that (``Plan.peak_live_bytes``)."""
+    steps = list(steps)
+    types = [ArrayType.of(src)]
+    for c in steps:
+        types.append(c.apply(types[-1], mesh))
+    out, i = [], 0
+    while i < len(steps):
+        j = i + 1
+        best = None
+        while j < len(steps) and getattr(steps[j], "op", steps[j].kind) == getattr(steps[i], "op", steps[i].kind):
+            try:
+                f = fuse(steps[i:j + 1])
+                ok = f.apply(types[i], mesh) == types[j + 1]
+            except CollectiveError:
+                break
+            if not ok:
+                break
+            chain = sum(int(c.recv_elems(a, b, mesh).max()) for c, a, b in
+                        zip(steps[i:j + 1], types[i:j + 1], types[i + 1:j + 2]))
+            if int(f.recv_elems(types[i], types[j + 1], mesh).max()) > chain:
+                break
+            best = (f, j)
+            j += 1
+        if best is None or steps[i].kind not in MULTI_OF and not isinstance(steps[i], _MultiMixin):
+            out.append(steps[i])
+            i += 1
+        else:
+            out.append(best[0])
+            i = best[1] + 1
+    return out
+
+
+#: A multi-dim step carries at most this many moves (a type's rank is capped lower).
+_MAX_MOVES = 64
 
 
 # -- device-level lowering (the schedule facet of each kind) ----------------------
@@ -771,6 +1185,41 @@ def _lower_unreduce(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     return [Op("copy", in_b, out_b, groups=_each_device(mesh), label=str(c))]
 
 
+def _lower_multi_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    pad = c.repad_elems(t_in, t_out, mesh) * isz
+    ops = [_pad_copy(Op, in_b, pad, mesh, f"pad for {c}")] if pad else []
+    return ops + [Op("dyn_slice", pad or in_b, out_b, groups=_each_device(mesh), label=str(c))]
+
+
+def _lower_multi_all_gather(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    # One all-gather over the group of every move's axes (XLA's one HLO all-gather).
+    n = _group_size(mesh, c.axis)
+    raw = n * in_b
+    ops = [Op("all_gather", in_b, raw, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
+              groups=groups_of(mesh, c.axis), label=str(c))]
+    if raw != out_b:
+        ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
+    return ops
+
+
+def _lower_multi_all_to_all(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    n = _group_size(mesh, c.axis)
+    sent = c._sent_elems(t_in, t_out, mesh) * isz
+    raw = math.prod(c.raw_shape(t_in, t_out, mesh)) * isz
+    moved = sent * (n - 1) // n
+    ops = [_pad_copy(Op, in_b, sent, mesh, f"pad for {c}")] if sent != in_b else []
+    ops.append(Op("all_to_all", sent, raw, send_bytes=moved, recv_bytes=moved,
+                  groups=groups_of(mesh, c.axis), label=str(c)))
+    if raw != out_b:
+        ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
+    return ops
+
+
+def _lower_sharded_to_unreduced(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
+    # Local: write the block at its offset into a zeroed buffer of the unsplit dim.
+    return [Op("copy", in_b, out_b, groups=_each_device(mesh), label=str(c))]
+
+
 _SCHEDULE_LOWERING = {
     "dyn_slice": _lower_dyn_slice,
     "all_gather": _lower_all_gather,
@@ -779,4 +1228,8 @@ _SCHEDULE_LOWERING = {
     "all_reduce": _lower_all_reduce,
     "reduce_scatter": _lower_reduce_scatter,
     "unreduce": _lower_unreduce,
+    "multi_dyn_slice": _lower_multi_dyn_slice,
+    "multi_all_gather": _lower_multi_all_gather,
+    "multi_all_to_all": _lower_multi_all_to_all,
+    "sharded_to_unreduced": _lower_sharded_to_unreduced,
 }

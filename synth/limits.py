@@ -18,6 +18,20 @@ limit              default         what it bounds
 ``cases``          100,000         cases of a benchmark, report or random suite
 ``repeats``        10,000          timed or warm-up runs of one measurement
 ``digits``         30              digits of any integer the user types
+``file_bytes``     33,554,432      bytes of one input file read whole (32 MiB):
+                                   schedules, profiles, calibration files
+``yaml_bytes``     4,194,304       bytes of one YAML file (configs, profiles,
+                                   ``validate --data``; 4 MiB)
+``rows_bytes``     1,073,741,824   bytes of a ``rows.jsonl`` (read line by line,
+                                   1 MiB a line; 1 GiB)
+``schedule_ops``   100,000         ops of one schedule file
+``schedule_ids``   4,000,000       device ids over all groups and pairs of a
+                                   schedule file
+``extends_depth``  8               ``extends`` chain of a profile file
+``options``        1,000           entries of an option list the app builds
+                                   from user input (e.g. mesh shapes)
+``connect_s``      10              seconds one connection attempt may take
+                                   (Ray, ``jax.distributed``)
 =================  ==============  ==============================================
 
 Each can be raised (or lowered) with an environment variable
@@ -35,12 +49,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 
 from synth.errors import RedistributionError
 
 
 class LimitError(RedistributionError):
     """An input beyond a documented resource limit."""
+
+
+class MemoryLimitError(LimitError):
+    """Work estimated not to fit in the memory budget."""
+
+    kind = "memory"
 
 
 _DEFAULTS = {
@@ -53,6 +74,14 @@ _DEFAULTS = {
     "cases": 100_000,
     "repeats": 10_000,
     "digits": 30,
+    "file_bytes": 32 << 20,
+    "yaml_bytes": 4 << 20,
+    "rows_bytes": 1 << 30,
+    "schedule_ops": 100_000,
+    "schedule_ids": 4_000_000,
+    "extends_depth": 8,
+    "options": 1_000,
+    "connect_s": 10,
 }
 
 #: One line per limit, for error messages and ``--help`` texts.
@@ -66,6 +95,14 @@ DESCRIPTIONS = {
     "cases": "cases of one benchmark, report or suite",
     "repeats": "timed or warm-up runs",
     "digits": "digits of an integer",
+    "file_bytes": "bytes of one input file",
+    "yaml_bytes": "bytes of one YAML file",
+    "rows_bytes": "bytes of one rows.jsonl",
+    "schedule_ops": "ops of one schedule file",
+    "schedule_ids": "device ids over a schedule file's groups and pairs",
+    "extends_depth": "profile files in one 'extends' chain",
+    "options": "entries of one option list",
+    "connect_s": "seconds per connection attempt",
 }
 
 
@@ -75,11 +112,11 @@ def limit(name: str) -> int:
     env = os.environ.get(f"REDIST_LIMIT_{name.upper()}")
     if env is None:
         return default
-    try:
-        v = int(env.strip()[:40])
-    except ValueError:
-        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer; unset it or "
-                         f"give a positive integer (default {default})") from None
+    text = env.strip().replace("_", "")
+    if not text.isdigit() or len(text) > 15:  # at most 10**15: far above any machine
+        raise LimitError(f"REDIST_LIMIT_{name.upper()}={env[:40]!r} is not an integer of at most 15 digits; "
+                         f"unset it or give a positive integer (default {default})")
+    v = int(text)
     if v < 1:
         raise LimitError(f"REDIST_LIMIT_{name.upper()}={v} must be >= 1 (default {default})")
     return v
@@ -214,9 +251,13 @@ def available_memory_bytes() -> int:
     env = os.environ.get("REDIST_MEMORY_BUDGET_BYTES")
     if env:
         try:
-            return int(float(env))
+            v = float(env.strip()[:40])
         except ValueError:
-            raise LimitError(f"REDIST_MEMORY_BUDGET_BYTES={env[:40]!r} is not a number of bytes") from None
+            v = float("nan")
+        if not math.isfinite(v) or v < 1:
+            raise LimitError(f"REDIST_MEMORY_BUDGET_BYTES={env[:40]!r} must be a finite, positive number of bytes "
+                             "(e.g. 8e9); unset it to use the memory the system reports available")
+        return int(min(v, 2.0**62))
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -241,7 +282,7 @@ def check_memory(nbytes: float, what: str) -> float:
     """Refuse work estimated to need ``nbytes`` of host memory when it cannot fit."""
     avail = available_memory_bytes()
     if nbytes > avail:
-        raise LimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
+        raise MemoryLimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
                          f"available; choose a smaller input (or set REDIST_MEMORY_BUDGET_BYTES)")
     return nbytes
 
@@ -249,3 +290,45 @@ def check_memory(nbytes: float, what: str) -> float:
 def check_array_memory(num_elems: int, itemsize: int, copies: float, what: str) -> float:
     """``copies`` live copies of a ``num_elems x itemsize`` array must fit."""
     return check_memory(float(num_elems) * itemsize * copies, what)
+
+
+# -- network addresses ------------------------------------------------------------------------
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def parse_address(text, what: str = "--address", default_port: int | None = None) -> tuple[str, int]:
+    """``HOST:PORT`` (also ``scheme://HOST:PORT`` and ``[IPv6]:PORT``) -> ``(host, port)``,
+    checked before anything connects: a host name of at most 253 characters in labels of
+    1-63 letters, digits or hyphens (what DNS allows; a 300-character name would make the
+    resolver raise ``UnicodeError``), or an IP address; a port in 1..65535."""
+    import ipaddress
+
+    s = str(text).strip() if text is not None else ""
+    if not s or len(s) > 300 or any(c.isspace() or not c.isprintable() for c in s):
+        raise LimitError(f"{what} {s[:60]!r}: write HOST:PORT (a host name or IP address, and a port)")
+    rest = s.split("://", 1)[-1].rstrip("/")
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        port_s = tail[1:] if tail.startswith(":") else ""
+    else:
+        host, sep, port_s = rest.rpartition(":")
+        if not sep:
+            host, port_s = rest, ""
+    if not port_s:
+        if default_port is None:
+            raise LimitError(f"{what} {s[:60]!r}: no port; write HOST:PORT")
+        port = default_port
+    elif not port_s.isdigit() or not 0 < int(port_s[:6]) < 65536:
+        raise LimitError(f"{what} {s[:60]!r}: port {port_s[:12]!r} must be an integer in 1..65535")
+    else:
+        port = int(port_s)
+    try:
+        ipaddress.ip_address(host)
+        return host, port
+    except ValueError:
+        pass
+    if len(host) > 253 or not host or not all(_LABEL.match(lab) for lab in host.rstrip(".").split(".")):
+        raise LimitError(f"{what} {s[:60]!r}: {host[:40]!r}{'...' if len(host) > 40 else ''} is not a valid "
+                         "host name (letters, digits and hyphens, labels of 1-63 characters, 253 in all) "
+                         "or IP address")
+    return host, port

@@ -2,6 +2,12 @@
 
 Device ids are the row-major linear index of mesh coordinates (first axis most
 significant), exactly as ``jax.make_mesh`` lays out CPU devices.
+
+A mesh may name the machine's devices it runs on after ``@``: ``a=4@4-7`` or
+``x=2,y=2@0,2,4,6`` (listed in row-major order of the mesh positions; the default is
+``0..n-1``). Planning on one mesh always uses the positions ``0..n-1``
+(:attr:`Mesh.device_ids` maps them to machine devices); two meshes with different device
+ids are what :mod:`synth.crossmesh` plans between.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ class Mesh:
     axes: tuple[tuple[str, int], ...]
     #: For a mesh refined into sub-axes (:meth:`refine`): the axes of the mesh it refines.
     base: tuple[tuple[str, int], ...] = ()
+    #: The machine devices of the mesh positions in row-major order; ``()`` is ``0..n-1``.
+    devices: tuple[int, ...] = ()
 
     def __post_init__(self):
         if isinstance(self.axes, (str, bytes)) or not hasattr(self.axes, "__iter__"):
@@ -80,6 +88,14 @@ class Mesh:
         object.__setattr__(self, "axes", axes)
         object.__setattr__(self, "base", tuple(self.base))
         _check_axes(axes, refined=bool(self.base))
+        if isinstance(self.devices, (str, bytes)) or not hasattr(self.devices, "__iter__"):
+            raise MeshError(f"Mesh: devices must be a tuple of device ids, got {self.devices!r}")
+        devs = tuple(self.devices)
+        if devs:
+            _check_devices(devs, math.prod(s for _, s in axes), str(Mesh(axes)))
+            if devs == tuple(range(len(devs))):
+                devs = ()  # the default, written once
+        object.__setattr__(self, "devices", tuple(int(d) for d in devs))
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -89,6 +105,10 @@ class Mesh:
             return text
         if not isinstance(text, str):
             raise MeshError(f"Mesh.parse: expected a string like 'x=2,y=4', got {text!r}")
+        if "@" in text:
+            axes_text, _, dev_text = text.partition("@")
+            m = cls.parse(axes_text)
+            return cls(m.axes, devices=parse_device_ids(dev_text, m.size, text))
         body = text.strip()
         if not body:
             raise MeshError("Mesh.parse: empty mesh string; write axes as 'x=2,y=4'")
@@ -185,6 +205,15 @@ class Mesh:
     def size(self) -> int:
         return math.prod(self.sizes)
 
+    @property
+    def device_ids(self) -> tuple[int, ...]:
+        """The machine device of each mesh position (row-major): ``devices`` or ``0..n-1``."""
+        return self.devices or tuple(range(self.size))
+
+    def local(self) -> Mesh:
+        """This mesh on positions ``0..n-1`` (what single-mesh planning works on)."""
+        return Mesh(self.axes, self.base) if self.devices else self
+
     def axis_size(self, name: str) -> int:
         try:
             return self.shape[name]
@@ -239,12 +268,14 @@ class Mesh:
         return base, pre, size
 
     def __str__(self) -> str:
-        return ",".join(f"{n}={s}" for n, s in self.axes)
+        text = ",".join(f"{n}={s}" for n, s in self.axes)
+        return f"{text}@{format_device_ids(self.devices)}" if self.devices else text
 
     def __repr__(self) -> str:
+        dev = f", devices={self.devices!r}" if self.devices else ""
         if self.base:
-            return f"Mesh({self.axes!r}, {self.base!r})"
-        return f"Mesh({self.axes!r})"
+            return f"Mesh({self.axes!r}, {self.base!r}{dev})"
+        return f"Mesh({self.axes!r}{dev})"
 
 
 def _smallest_factor(n: int) -> int:
@@ -279,3 +310,66 @@ def _check_axes(axes, refined=False):
         if s < 1:
             raise MeshError(f"Mesh: axis {n!r} has size {s}; sizes must be >= 1")
     _limits.check_mesh([s for _, s in axes], "Mesh")
+
+
+def parse_device_ids(text: str, size: int, where: str = "") -> tuple[int, ...]:
+    """``'4-7'`` or ``'0,2,4,6'`` (ranges and single ids, comma-separated) as a tuple of
+    ``size`` distinct device ids.
+
+    >>> parse_device_ids("0,2,4-5", 4)
+    (0, 2, 4, 5)
+    """
+    what = f"Mesh.parse({where!r})" if where else "device ids"
+    body = text.strip() if isinstance(text, str) else ""
+    if not body:
+        raise MeshError(f"{what}: no device ids after '@'; write them as '4-7' or '0,2,4,6'")
+    ids: list[int] = []
+    for part in body.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            a = int(_limits.check_digits(lo.strip(), f"{what}: device id"))
+            b = int(_limits.check_digits(hi.strip(), f"{what}: device id")) if sep else a
+        except ValueError as e:
+            if isinstance(e, _limits.LimitError):
+                raise
+            raise MeshError(f"{what}: device item {part.strip()!r} is not an id or a range 'a-b' of "
+                            "non-negative integers; write them as '4-7' or '0,2,4,6'") from None
+        if b < a:
+            raise MeshError(f"{what}: device range {part.strip()!r} runs backwards; write 'low-high'")
+        if len(ids) + b - a + 1 > size:
+            raise MeshError(f"{what}: the device ids name more than the mesh's {size} devices; "
+                            f"list exactly {size}")
+        ids.extend(range(a, b + 1))
+    _check_devices(tuple(ids), size, where or "the mesh")
+    return tuple(ids)
+
+
+def format_device_ids(ids) -> str:
+    """The short text of device ids: runs of 3 or more consecutive ids as ``a-b``."""
+    ids = list(ids)
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append(f"{ids[i]}-{ids[j]}")
+            i = j + 1
+        else:
+            out.append(str(ids[i]))
+            i += 1
+    return ",".join(out)
+
+
+def _check_devices(ids: tuple, size: int, where: str) -> None:
+    for d in ids:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise MeshError(f"Mesh {where}: device id {d!r} is not a non-negative integer")
+    if len(ids) != size:
+        raise MeshError(f"Mesh {where}: {len(ids)} device ids for a mesh of {size} devices; "
+                        f"list exactly {size} (e.g. '@0-{size - 1}')")
+    if len(set(ids)) != len(ids):
+        rep = sorted({d for d in ids if ids.count(d) > 1})
+        raise MeshError(f"Mesh {where}: device id(s) {rep} appear more than once; a device holds "
+                        "one mesh position")
+    _limits.check_devices(max(ids) + 1, f"Mesh {where}: device ids")

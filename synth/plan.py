@@ -10,7 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from synth.collectives import AllPermute, Collective, collective_from_dict, schedule_ops
-from synth.errors import PlanError
+from synth.errors import PlanError, RedistributionError
 from synth.mesh import Mesh
 from synth.schedule import Schedule
 from synth.types import ArrayType, refine, refine_name, refine_type
@@ -225,21 +225,28 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict) -> Plan:
         if not isinstance(d, dict):
-            raise PlanError(f"Plan.from_dict: expected an object with mesh, src, dst and steps, got "
+            raise PlanError(f"plan JSON: expected an object with mesh, src, dst and steps, got "
                             f"{type(d).__name__}")
         try:
-            mesh = Mesh.of(dict(d["mesh"]))
+            mesh = Mesh.of(d["mesh"] if isinstance(d["mesh"], str) else dict(d["mesh"]))
             src = ArrayType.parse(d["src"]).check(mesh, "plan source")
             dst = ArrayType.parse(d["dst"]).check(mesh, "plan target")
+            if not isinstance(d["steps"], list):
+                raise PlanError(f"plan JSON: 'steps' must be a list, got {type(d['steps']).__name__}")
             steps = [collective_from_dict(s) for s in d["steps"]]
             from synth.limits import check_itemsize
 
-            itemsize = check_itemsize(d.get("itemsize", 4), "Plan.from_dict: itemsize")
+            itemsize = check_itemsize(d.get("itemsize", 4), "plan JSON: itemsize")
+            planner = d.get("planner", "normal")
+            if not isinstance(planner, str):
+                raise PlanError(f"plan JSON: 'planner' must be a name, got {type(planner).__name__}")
+            return cls.build(mesh, src, dst, steps, itemsize, planner)
         except KeyError as e:
-            raise PlanError(f"Plan.from_dict: missing field {e.args[0]!r}") from None
-        except (TypeError, AttributeError) as e:
-            raise PlanError(f"Plan.from_dict: malformed plan ({e})") from None
-        return cls.build(mesh, src, dst, steps, itemsize, d.get("planner", "normal"))
+            raise PlanError(f"plan JSON: missing field {e.args[0]!r}") from None
+        except RedistributionError:
+            raise
+        except (TypeError, AttributeError, ValueError, IndexError, RecursionError) as e:
+            raise PlanError(f"plan JSON: malformed plan ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
 
     def rows(self) -> list[dict]:
         """One row per step (step 0 is the source): for tables."""
@@ -302,10 +309,7 @@ def _refine_step(c: Collective, work: Mesh) -> Collective:
         return c
     if isinstance(c, AllPermute):
         return AllPermute(refine_type(ArrayType.of(c.target), work))
-    axis = c.axis
-    old = (axis,) if isinstance(axis, str) else tuple(axis)
-    names = tuple(x for a in old for x in refine_name(work, a))
-    return c if names == old else replace(c, axis=names)
+    return c.map_axes(lambda a: refine_name(work, a))
 
 
 def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int) -> int:

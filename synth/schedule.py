@@ -129,8 +129,13 @@ class Schedule:
     def from_dict(cls, d: dict) -> Schedule:
         if not isinstance(d, dict) or "ops" not in d or "num_devices" not in d:
             raise RedistributionError(
-                "Schedule.from_dict: expected an object with 'num_devices' and 'ops'"
+                "schedule: expected an object with 'num_devices' and 'ops', got "
+                f"{type(d).__name__ if not isinstance(d, dict) else 'keys ' + str(sorted(map(str, d))[:8])}"
             )
+        from synth.schema import ScheduleFile, check_schedule_caps, validate
+
+        check_schedule_caps(d)
+        validate(ScheduleFile, d, "schedule")  # one line naming the field, never a TypeError
         return cls(
             num_devices=int(d["num_devices"]),
             ops=tuple(ScheduleOp.from_dict(o) for o in d["ops"]),

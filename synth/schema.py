@@ -13,7 +13,7 @@ Imported lazily (pydantic is not needed to ``import synth``).
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from synth.errors import RedistributionError
+from synth.errors import RedistributionError, SchemaError
 from synth.limits import limit
 from synth.schedule import SCHEDULE_KINDS
 
@@ -139,15 +139,39 @@ class _Op(BaseModel):
         return self
 
 
+class _Meta(BaseModel):
+    """The fields of ``meta`` the tools read; others are kept as notes."""
+
+    model_config = ConfigDict(extra="allow")
+
+    initial_bytes: StrictInt | None = Field(default=None, ge=0, le=MAX_BYTES)
+    itemsize: StrictInt | None = Field(default=None, ge=1, le=64)
+    temp_bytes: StrictInt | None = Field(default=None, ge=0, le=MAX_BYTES)
+    mesh: str | dict[str, StrictInt] | None = None
+    src: str | None = None
+    dst: str | None = None
+    full_remat: bool | None = None
+    full_remat_reason: str | None = None
+    compiler: str | None = None
+
+
 class ScheduleFile(BaseModel):
-    """A schedule JSON: ``{name, num_devices, meta, ops: [...]}`` (see synth.schedule)."""
+    """A schedule JSON: ``{name, num_devices, meta, ops: [...]}`` (see synth.schedule).
+    At most ``schedule_ops`` ops and ``schedule_ids`` device ids over all groups and pairs
+    (synth.limits), checked before the ops are validated."""
 
     model_config = ConfigDict(extra="allow")
 
     name: str = ""
     num_devices: StrictInt = Field(ge=1)
-    meta: dict[str, Any] = {}
+    meta: _Meta = _Meta()
     ops: list[_Op]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caps(cls, d):
+        check_schedule_caps(d)
+        return d
 
     @field_validator("num_devices")
     @classmethod
@@ -166,14 +190,37 @@ class ScheduleFile(BaseModel):
         return self
 
 
+def check_schedule_caps(d, where: str = "schedule") -> None:
+    """Refuse more than ``schedule_ops`` ops or ``schedule_ids`` device ids (cheap counts
+    before any per-op work: 2,000,000 tiny ops must not take 2 GB to refuse)."""
+    from synth.limits import LimitError
+
+    if not isinstance(d, dict) or not isinstance(d.get("ops"), list):
+        return
+    ops = d["ops"]
+    if len(ops) > limit("schedule_ops"):
+        raise LimitError(f"{where}: {len(ops):,} ops; the limit is {limit('schedule_ops'):,} "
+                         "(set REDIST_LIMIT_SCHEDULE_OPS to change it)")
+    ids = 0
+    for op in ops:
+        if isinstance(op, dict):
+            for key in ("groups", "pairs"):
+                v = op.get(key)
+                if isinstance(v, list):
+                    ids += sum(len(g) if isinstance(g, (list, tuple)) else 1 for g in v)
+    if ids > limit("schedule_ids"):
+        raise LimitError(f"{where}: {ids:,} device ids over its groups and pairs; the limit is "
+                         f"{limit('schedule_ids'):,} (set REDIST_LIMIT_SCHEDULE_IDS to change it)")
+
+
 def validate(model: type[BaseModel], data, where: str):
     """``model.model_validate(data)`` with a one-line :class:`RedistributionError`."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise RedistributionError(error_line(e, where, data)) from None
+        raise SchemaError(error_line(e, where, data)) from None
     except RecursionError:
-        raise RedistributionError(f"{where}: nested too deeply") from None
+        raise SchemaError(f"{where}: nested too deeply") from None
 
 
 def load_schedule_data(path) -> dict:
@@ -181,9 +228,10 @@ def load_schedule_data(path) -> dict:
     from synth.fileio import read_json
 
     where = f"schedule file {path}"
-    data = read_json(path, "schedule file")
+    data = read_json(path, "schedule file", finite=True)
     if not isinstance(data, dict):
         raise RedistributionError(f"{where}: the top level must be an object with 'num_devices' and 'ops', "
                                   f"got {type(data).__name__}")
+    check_schedule_caps(data, where)
     validate(ScheduleFile, data, where)
     return data

@@ -239,7 +239,9 @@ class ArrayType:
             dims.append(Dim(size, axes))
         if isinstance(unreduced, str):
             unreduced = (unreduced,)
-        if not all(isinstance(a, str) for a in unreduced):
+        if unreduced is None:
+            unreduced = ()
+        if not isinstance(unreduced, (tuple, list, set, frozenset)) or not all(isinstance(a, str) for a in unreduced):
             raise TypeSpecError(f"ArrayType.from_spec: unreduced={unreduced!r} must be a set of axis names")
         return cls(tuple(dims), tuple(unreduced))
 
@@ -448,10 +450,20 @@ def cuts_of(mesh: Mesh, types=(), names=()) -> dict[str, set[int]]:
     all_names = list(names)
     for t in types:
         all_names += t.all_axes
+    sizes = dict(mesh.base) if getattr(mesh, "base", None) else dict(mesh.shape)
     for a in all_names:
         p = parse_axis(a)
         if p is not None and p[1] is not None:
-            cuts.setdefault(p[0], set()).update((p[1], p[1] * p[2]))
+            base, pre, size = p
+            full = sizes.get(base)
+            if full is None:
+                raise TypeSpecError(f"sub-axis {a!r}: mesh {mesh} has no axis {base!r}")
+            # x:(pre)size on an axis of n: the factors before it (pre) times its own size
+            # must divide n, e.g. on x=8: x:(2)4 fits (2*4 = 8), x:(3)4 does not (12)
+            if pre < 1 or size < 1 or full % (pre * size):
+                raise TypeSpecError(f"sub-axis {a!r} does not fit axis {base}={full}: {pre} x {size} = "
+                                    f"{pre * size} must divide {full}")
+            cuts.setdefault(base, set()).update((pre, pre * size))
     return cuts
 
 

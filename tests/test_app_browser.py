@@ -205,3 +205,79 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
     dev = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 1]
     assert len(dev) == sum(1 for _ in res.trace_rows())
     assert doc["otherData"]["time_s"] == res.time_s
+
+
+@pytest.fixture
+def fresh_clone(monkeypatch, tmp_path):
+    """No results folder yet (the Sweeps page shows its bundled example)."""
+    root = tmp_path / "results-root"
+    root.mkdir()
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(root))
+    return root
+
+
+@pytest.mark.browser
+def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_path):
+    """Issue 24 in the browser: the Plan page's claims and its layout summary (with the
+    exact grid one click away), the Simulate page's link load and hottest links, the
+    Sweeps page's bundled example and its chart titles, the Calibration overview; then
+    every page switch, timed."""
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        why = "Chromium is missing: run `sudo apt-get install -y chromium`"
+        if os.environ.get("REQUIRE_BROWSER"):
+            pytest.fail(why)
+        pytest.skip(why)
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(f"{server}/plan?{urlencode({'dst': '[8192, 32768{data,model}]', 'planner': 'normal'})}",
+                      wait_until="domcontentloaded")
+            main = page.locator("[data-testid='stMain']")
+            expect(main.get_by_text("Within the bound: the largest shard per device")).to_be_visible(timeout=60_000)
+            expect(main.get_by_text("Received bytes:").first).to_be_visible()
+            expect(main.get_by_text("Per-device memory along the plan")).to_be_visible(timeout=30_000)
+            summary = main.get_by_text("Summary of a grid too big to draw legibly").first
+            summary.scroll_into_view_if_needed()
+            expect(summary).to_be_visible(timeout=30_000)
+            expect(main.get_by_text("which block each of the 64 devices holds").first).to_be_visible(timeout=30_000)
+            page.wait_for_timeout(800)
+            page.screenshot(path=str(shots / "plan_summary.png"), full_page=True)
+            main.get_by_test_id("stCheckbox").get_by_text("Exact grid", exact=True).click()
+            expect(main.get_by_text("Summary of a grid too big to draw legibly")).to_have_count(0, timeout=30_000)
+
+            page.get_by_role("link", name="Simulate").click()
+            expect(main.get_by_text("Link load on tpu-v4:4x4x4")).to_be_visible(timeout=120_000)
+            expect(main.get_by_text("Hottest links (one direction)")).to_be_visible(timeout=30_000)
+
+            page.get_by_role("link", name="Sweeps").click()
+            expect(main.get_by_text("Bundled example, not your results")).to_be_visible(timeout=60_000)
+            expect(main.get_by_role("button", name="Run the smoke sweep")).to_be_visible()
+            for title in ("Simulated time over its lower bound", "Largest shard per device over max(src, dst)",
+                          "Peak live bytes (input + output of a step) over max(src, dst)",
+                          "What if: simulated time of case"):
+                expect(main.get_by_text(title).first).to_be_visible(timeout=30_000)
+            expect(main.get_by_text("simulated time / lower bound (x)").first).to_be_visible()
+            page.wait_for_timeout(800)
+            page.screenshot(path=str(shots / "sweeps_example.png"), full_page=True)
+
+            page.get_by_role("link", name="Calibration").click()
+            expect(main.get_by_text("Profiles in this folder and their fit quality")).to_be_visible(timeout=60_000)
+            expect(main.locator("[data-testid='stException']")).to_have_count(0)
+
+            times = []
+            for title in ("Plan", "Simulate", "Compare", "Calibration", "Sweeps", "Plan"):
+                t0 = time.monotonic()
+                page.get_by_role("link", name=title).first.click()
+                expect(main.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=60_000)
+                expect(main.locator("[data-testid='stException']")).to_have_count(0)
+                times.append(f"{title} {time.monotonic() - t0:.2f} s")
+            print("\nbrowser: page switches (heading shown): " + ", ".join(times))
+        finally:
+            browser.close()

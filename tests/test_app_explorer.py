@@ -28,7 +28,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import synth  # noqa: E402
 from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
-from ui import compute, figures, jobs, scenario, work  # noqa: E402
+from ui import compute, figures, jobs, machines, runs, scenario, work  # noqa: E402
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
 
 APP = str(ROOT / "app.py")
@@ -164,7 +164,7 @@ def test_worker_errors_are_one_line_and_results_come_back():
 
 
 def test_machines_over_the_limit_are_refused_with_one_line(monkeypatch):
-    monkeypatch.setattr(compute, "MAX_SIM_DEVICES", 4)
+    monkeypatch.setattr(runs, "MAX_SIM_DEVICES", 4)
     at = _app("ui/pages/simulate.py", **SMALLN)
     assert len(at.error) == 1
     msg = at.error[0].value
@@ -194,11 +194,16 @@ def test_whatif_chart_never_joins_two_machines_and_matches_the_rows():
     df = pd.DataFrame(rows)
     fig = figures.whatif_figure(df)
     assert len(fig.data) == 4
+    div = fig.layout.meta["divisor"]
+    assert fig.layout.yaxis.title.text == f"simulated time ({fig.layout.meta['unit']})"
+    assert fig.layout.xaxis.title.text.startswith("link bandwidth scale")
     for tr in fig.data:
         g = tr.meta["group"]
         part = df[(df["machine"] == g["machine"]) & (df["planner"] == g["planner"])].sort_values("bandwidth_scale")
         assert list(tr.x) == list(part["bandwidth_scale"])
-        assert list(tr.y) == list(part["time_s"])
+        assert list(tr.customdata) == list(part["time_s"])
+        assert tr.y == pytest.approx([t / div for t in part["time_s"]])
+        assert tr.name == f"{g['planner']} on {g['machine']}"
         assert all(b < a for a, b in zip(tr.y, tr.y[1:])), "more bandwidth is never slower in these rows"
 
 
@@ -412,7 +417,7 @@ def test_headroom_is_capacity_minus_peak_live():
 
 # -- 9. model error and the binding term --------------------------------------------------------
 def test_simulate_shows_the_binding_term_and_model_error(monkeypatch):
-    monkeypatch.setattr(compute, "model_error",
+    monkeypatch.setattr(machines, "model_error",
                         lambda spec: {"system": "TPU v4 ICI", "mape_pct": 12.5, "n": 7, "worst_pct": 30.0})
     at = _app("ui/pages/simulate.py", **SMALLN)
     _ok(at)
@@ -429,7 +434,7 @@ def test_model_error_names_the_system_class():
     pytest.importorskip("simulator.validate")
     from simulator import validate
 
-    compute._MODEL_ERROR.clear()
+    machines._MODEL_ERROR.clear()
     t0 = time.monotonic()
     while (me := compute.model_error("dgx-h100:1")) == {"pending": True}:
         assert time.monotonic() - t0 < 120
@@ -633,6 +638,7 @@ def test_every_lower_bound_kind_is_explained(kind):
 def test_lower_bound_kinds_of_the_models_are_the_explained_ones():
     """The kinds a small torus and a small switched machine bind on are among those above."""
     import models
+    import models.analytic
     from ui.texts import LOWER_BOUND_HELP
 
     for spec, mesh in (("tpu-v4:2x2x2", "x=4,y=2"), ("dgx-h100:2", "x=2,y=8")):

@@ -316,7 +316,12 @@ def test_sweeps_browse_filter_and_report(results):
     assert m["rows"] == str(len(rows))
     assert m["ok"] == str(sum(r["status"] == "ok" for r in rows))
     assert m["cases"] == str(len({r["case"] for r in rows}))
-    assert len(at.get("plotly_chart")) == 3
+    charts = {json.loads(c.proto.spec)["layout"]["title"]["text"].split("<br>")[0]
+              for c in at.get("plotly_chart")}
+    assert charts == {"Simulated time over its lower bound (baseline knobs)",
+                      "Largest shard per device over max(src, dst) (baseline knobs)",
+                      "Peak live bytes (input + output of a step) over max(src, dst)",
+                      f"What if: simulated time of case {sorted({r['case'] for r in rows})[0]} vs link bandwidth"}
     assert len(at.dataframe[0].value) == len(rows)
     at.multiselect(key="sweeps_planner").set_value(["normal"]).run()
     _ok(at)

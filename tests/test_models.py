@@ -388,7 +388,8 @@ def test_lower_bound_counts_pending_sums_like_synth(mesh_s, src_s, dst_s, want_e
     plan = synthesize(mesh, src, dst, planner="normal", itemsize=4)
     check_pending_plan(plan)
     assert plan.recv_lower_bound_bytes == want_elems * 4
-    m = load_profile("cpu-host:8")     # one link class, no in-network reduction
+    # one link class, no in-network reduction; no latency, so the bound is the bytes' alone
+    m = load_profile("cpu-host:8").with_scale(latency_scale=0.0)
     res = simulate_plan(plan, m)
     bw = m.topology.in_bandwidth(0)
     assert res.lower_bound_s == pytest.approx(want_elems * 4 / bw, rel=1e-9)
@@ -405,17 +406,23 @@ def test_in_network_reduction_keeps_the_bound_below_an_nvls_all_reduce():
     plan = synthesize(mesh, ArrayType.parse("[1048576]{U:x}"), ArrayType.parse("[1048576{x}]"),
                       planner="normal", itemsize=4)
     check_pending_plan(plan)
+    from models.analytic import hop_floor_matrix_s, launch_floor_s
+
     nvls = load_profile("dgx-h100:1x8")
     assert nvls.nvls_efficiency > 0
     res = simulate_plan(plan, nvls)
-    # the switch merges the partials: only the 1/8 block each device receives binds
+    # the switch merges the partials: only the 1/8 block each device receives binds, after one
+    # launch (LL's 6.6 us) and one protocol step from the nearest partner (0.6 us)
     assert "reduction" not in res.lower_bound_terms
-    assert res.lower_bound_s == pytest.approx(1048576 // 8 * 4 / nvls.topology.in_bandwidth(0), rel=1e-9)
+    lat = launch_floor_s(nvls) + hop_floor_matrix_s(nvls, [1], [0])[0]
+    assert lat == pytest.approx(7.2e-6)
+    assert res.lower_bound_s == pytest.approx(lat + 1048576 // 8 * 4 / nvls.topology.in_bandwidth(0), rel=1e-9)
     assert res.time_s >= res.lower_bound_s
     # without in-network reduction the merge term binds: 7/8 of the buffer per device
-    ring = simulate_plan(plan, load_profile("cpu-host:8"))
+    host = load_profile("cpu-host:8").with_scale(latency_scale=0.0)
+    ring = simulate_plan(plan, host)
     assert ring.lower_bound_kind == "reduction"
-    assert ring.lower_bound_s == pytest.approx(7 * 1048576 // 8 * 4 / load_profile("cpu-host:8").topology.in_bandwidth(0))
+    assert ring.lower_bound_s == pytest.approx(7 * 1048576 // 8 * 4 / host.topology.in_bandwidth(0))
 
 
 # -- calibration fitting -------------------------------------------------------------------

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models import load_profile
-from models.analytic import op_bound_terms, op_time_s
+from models.analytic import launch_floor_s, op_bound_terms, op_time_s
 from simulator import simulate, simulate_plan
 from synth import Schedule, ScheduleOp, interpret, scatter, synthesize
 
@@ -126,11 +126,17 @@ def test_reduce_scatter_plans_cost_like_one_reduce_scatter():
 def test_all_to_all_over_a_torus_is_bounded_by_its_bisection():
     plan = synthesize("x=4,y=4,z=4", "[4096{x,y,z}, 256]", "[4096, 256{x,y,z}]", itemsize=4)
     check_data(plan)
-    res = simulate_plan(plan, "tpu-v4:4x4x4")
+    res = simulate_plan(plan, load_profile("tpu-v4:4x4x4").with_scale(latency_scale=0.0))   # bytes alone
     t = res.lower_bound_terms
     assert t["bisection_X"] > 2 * t["injection"]
     assert res.lower_bound_kind in ("bisection_X", "bisection_Y", "bisection_Z", "lp")
     assert res.lower_bound_s <= res.time_s
+    # with latency every term pays one launch (5 us) and the injection term the hop from the
+    # nearest holder (1 us): the bound moves up by at least the launch
+    lat = simulate_plan(plan, "tpu-v4:4x4x4")
+    assert lat.lower_bound_s >= res.lower_bound_s + 5e-6 * (1 - 1e-9)
+    assert lat.lower_bound_terms["latency"] == pytest.approx(5e-6 + 1e-6)
+    assert lat.lower_bound_s <= lat.time_s
 
 
 def test_lp_bound_is_at_least_the_cuts_on_a_small_machine():
@@ -139,7 +145,9 @@ def test_lp_bound_is_at_least_the_cuts_on_a_small_machine():
     res = simulate_plan(plan, "tpu-v4:2x4x1", lp_bound=True)
     t = res.lower_bound_terms
     assert "lp" in t
-    assert t["lp"] >= max(v for k, v in t.items() if k != "lp") * (1 - 1e-5)
+    # the LP is at least every cut (both pay the same launch); the injection and latency terms
+    # add the hops from the nearest holder, which the LP does not count
+    assert t["lp"] >= max(v for k, v in t.items() if k.startswith("bisection")) * (1 - 1e-5)
     assert t["lp"] <= res.time_s
 
 
@@ -149,14 +157,16 @@ def test_in_network_reduction_lowers_the_all_reduce_bound():
     with_nvls = op_bound_terms(op, m, range(8))["injection"]
     plain = dataclasses.replace(m, nvls_efficiency=0.0)
     without = op_bound_terms(op, plain, range(8))["injection"]
-    assert with_nvls == pytest.approx(without / 2)
+    launch = launch_floor_s(m)                    # both pay one launch on top of the bytes
+    assert with_nvls - launch == pytest.approx((without - launch) / 2)
 
 
 def test_nic_cut_binds_across_nodes():
     # an all-reduce over 4 nodes: each node must take in 2(m-1)/m of the buffer through 8 NICs
     res = simulate(one_op("all_reduce", 32, 1 << 30), "h100-multinode:4")
     assert res.lower_bound_kind == "schedule:nic_cut"
-    assert res.lower_bound_s == pytest.approx(2 * 3 / 4 * (1 << 30) / (8 * 50e9))
+    launch = launch_floor_s(res.machine)
+    assert res.lower_bound_s == pytest.approx(launch + 2 * 3 / 4 * (1 << 30) / (8 * 50e9))
     assert res.lower_bound_s <= res.time_s
 
 
@@ -298,12 +308,15 @@ def test_torus_all_to_all_in_aggregate_equals_the_routed_flows(spec):
             for r, b, w in zip(ph.routes, ph.nbytes, ph.weights):
                 routed[list(r)] += b * w
         agg = direct_all_to_all_loads(op, m, chips)
-        assert agg["flows"] == plan.num_flows() == P * (n - 1)
+        # a tie on a wrapped ring is two half-flows, in the aggregate as in the routed plan
+        assert agg["flows"] == plan.num_flows() >= P * (n - 1)
         np.testing.assert_allclose(agg["load"], routed, rtol=1e-12, atol=1e-6)
         t = agg["alpha_s"] + agg["latency_s"] + agg["xfer_s"]
         assert t == pytest.approx(plan.analytic_s(), rel=1e-12), (spec, n)
         replay = sum(maxmin_replay(ph.routes, ph.nbytes, ph.weights, plan.capacity)[0] for ph in plan.phases)
-        assert agg["xfer_s"] == pytest.approx(replay, rel=1e-6), (spec, n)
+        # the busiest link's time bounds the max-min replay from below; with ties on wrapped rings
+        # split into half-flows of unequal sizes the replay can run a few percent longer
+        assert agg["xfer_s"] <= replay * (1 + 1e-9) and replay <= agg["xfer_s"] * 1.05, (spec, n)
 
 
 def test_simulator_takes_large_all_to_alls_in_aggregate(monkeypatch):
@@ -333,8 +346,11 @@ def test_the_apps_4096_chip_scenario_simulates():
     sched = synthesize("data=512,model=8", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]",
                        planner="normal")
     res = simulate(sched, "tpu-v4:16x16x16", lp_bound=False)
-    big = [o for o in res.ops if o["kind"] == "all_to_all" and o["flows"] == 4096 * 511]
+    # (flows: 4096 x 511 pairs, and the second half-flow of each pair tied on a wrapped ring)
+    big = [o for o in res.ops if o["kind"] == "all_to_all" and o["flows"] >= 4096 * 511]
     assert big and big[0]["engine"] == "aggregate"
     assert res.time_s == pytest.approx(sum(o["duration_s"] for o in res.ops))
-    assert res.time_s == pytest.approx(res.analytic_s, rel=1e-9)
+    # the other ops replay max-min; half-flows of ring ties can finish a little after the
+    # busiest link's time the analytic model charges
+    assert res.analytic_s * (1 - 1e-9) <= res.time_s <= res.analytic_s * 1.03
     assert res.time_s >= res.lower_bound_s > 0

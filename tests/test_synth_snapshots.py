@@ -190,7 +190,11 @@ def test_every_collective_kind_round_trips_json_and_lowers():
         AllReduce,
         AllToAll,
         DynSlice,
+        MultiAllGather,
+        MultiAllToAll,
+        MultiDynSlice,
         ReduceScatter,
+        ShardedToUnreduced,
         Unreduce,
         collective_from_dict,
     )
@@ -201,16 +205,23 @@ def test_every_collective_kind_round_trips_json_and_lowers():
         "dyn_slice": DynSlice(1, "z"), "all_gather": AllGather(0, "x"),
         "all_to_all": AllToAll(0, 1, "x"), "all_permute": AllPermute(ArrayType.parse("[8{z}, 4]{U:y}")),
         "all_reduce": AllReduce("y"), "reduce_scatter": ReduceScatter(1, "y"), "unreduce": Unreduce("z"),
+        "multi_dyn_slice": MultiDynSlice(((0, "x"), (1, "z"))),
+        "multi_all_gather": MultiAllGather(((0, "x"), (1, "z"))),
+        "multi_all_to_all": MultiAllToAll(((0, 2, "x"), (1, 3, "z"))),
+        "sharded_to_unreduced": ShardedToUnreduced(0, "x"),
     }
+    types = {"multi_dyn_slice": "[8, 4]{U:y}", "multi_all_gather": "[8{x}, 4{z}]{U:y}",
+             "multi_all_to_all": "[8{x}, 4{z}, 2, 2]{U:y}"}
     assert set(examples) == set(COLLECTIVES), "a new kind needs an example here"
     for kind, c in examples.items():
-        out = c.apply(t, mesh)
+        tt = ArrayType.parse(types.get(kind, str(t)))
+        out = c.apply(tt, mesh)
         d = dict(c.to_dict(), type=str(out))
-        assert d["op"] == kind and collective_from_dict(d) == c
-        plan = Plan.build(mesh, t, out, [c], itemsize=4)
-        x = np.arange(32).reshape(8, 4)
-        check_blocks(x, interpret(plan.steps, t, mesh, x), out, mesh, kind)
+        assert d["op"] == getattr(c, "op", kind) and collective_from_dict(d) == c
+        plan = Plan.build(mesh, tt, out, [c], itemsize=4)
+        x = np.arange(math.prod(tt.shape)).reshape(tt.shape)
+        check_blocks(x, interpret(plan.steps, tt, mesh, x), out, mesh, kind)
         assert len(plan.recv_bytes_per_device_per_step[0]) == mesh.size
         ops = plan.to_schedule().ops
-        assert ops and all(op.kind in ("copy", "dyn_slice") or op.kind == c.kind or
+        assert ops and all(op.kind in ("copy", "dyn_slice") or op.kind == getattr(c, "op", c.kind) or
                            (kind == "all_permute" and op.kind == "permute") for op in ops)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import jobs
+from ui.errors import escape_md
 from ui.fmt import fmt_seconds
 
 #: Seconds between progress refreshes.
@@ -30,7 +31,7 @@ def show_cancelled(slot: str, what: str) -> None:
 
 
 def show_job(pending) -> None:
-    """The waiting/running panel of a :class:`ui.compute.Pending` job."""
+    """The waiting/running panel of a :class:`ui.runs.Pending` job."""
     job, slot, what = pending.job, pending.slot, pending.what
     m = jobs.manager()
     sid = jobs.session_id()
@@ -59,7 +60,7 @@ def show_job(pending) -> None:
 
 def show_failed(pending) -> None:
     job = pending.job
-    st.error(f"{pending.what}: {job.error}")
+    st.error(escape_md(f"{pending.what}: {job.error}"))
     if job.detail:
         with st.expander("Details (for a bug report)"):
             st.code(job.detail)
@@ -69,9 +70,9 @@ def show_failed(pending) -> None:
 
 
 def resolve(result):
-    """``result`` of :func:`ui.compute.run_work`: returns the view when ready; otherwise
+    """``result`` of :func:`ui.runs.run_work`: returns the view when ready; otherwise
     draws the job's panel and returns ``None`` (the page should stop drawing)."""
-    from ui.compute import Pending
+    from ui.runs import Pending
 
     if not isinstance(result, Pending):
         return result

@@ -1,11 +1,15 @@
 """Responsiveness benchmark of the app (prints figures; no asserts).
 
-    python -m ui.bench                 # a table
+    python -m ui.bench                 # the browser figures (issue 24's targets), a table
     python -m ui.bench --json          # one JSON document
+    python -m ui.bench --apptest       # also the script-run figures below (AppTest)
     python -m ui.bench --big-limit 60  # give the 4096-device simulation at most 60 s
 
-Four parts, each timed with Streamlit's ``AppTest`` (one script run per interaction,
-without the browser's rendering):
+The browser figures (:mod:`ui.bench_browser`: ``streamlit run app.py`` in headless
+Chromium) are first load, page switches at 64 and 4096 devices, a sidebar edit and a
+4096-device Simulate, each until the page is idle. With ``--apptest`` four more parts,
+each timed with Streamlit's ``AppTest`` (one script run per interaction, without the
+browser's rendering):
 
 1. **64-device interactions.** Each page is loaded with cold caches, then driven
    through inputs that miss the caches and inputs seen before. The time of an
@@ -223,11 +227,34 @@ def main(argv=None) -> int:
     p.add_argument("--big-limit", type=float, default=120.0,
                    help="seconds to wait for the 4096-device simulation (default: %(default)s)")
     p.add_argument("--skip-big", action="store_true", help="only the 64-device interactions")
+    p.add_argument("--apptest", action="store_true", help="also the AppTest script-run figures")
+    p.add_argument("--no-browser", action="store_true", help="skip the browser figures")
+    p.add_argument("--screenshots", metavar="DIR", help="save a screenshot of the Plan page (64 devices) "
+                   "and of Simulate (4096) there")
+    p.add_argument("--serve", action="store_true", help="start the server with `python -m ui.serve` (imports "
+                   "preloaded) instead of `streamlit run app.py`")
     p.add_argument("--progress", action="store_true", help="print each figure to stderr as it is measured")
     args = p.parse_args(argv)
     import logging
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    browser = {}
+    if not args.no_browser:
+        from ui import bench_browser
+
+        if not Path(bench_browser.CHROMIUM).exists():
+            print(f"the browser figures need {bench_browser.CHROMIUM} (apt-get install -y chromium); "
+                  "use --no-browser --apptest for the rest", file=sys.stderr)
+            return 2
+        log = (lambda s: print("  " + s, file=sys.stderr, flush=True)) if args.progress else None
+        browser = bench_browser.run(log=log, big=not args.skip_big, shots=args.screenshots, serve=args.serve)
+        if not args.apptest:
+            if args.json:
+                json.dump({"browser": browser}, sys.stdout, indent=2)
+                print()
+            else:
+                _print_browser(browser)
+            return 0
     rows = run_interactions(log=args.progress)
     inter = [r["seconds"] for r in rows if r["interaction"] != "first load (cold caches)"]
     summary = {"interactions": len(inter), "max_interaction_s": max(inter),
@@ -235,9 +262,11 @@ def main(argv=None) -> int:
                "all_under_target": max(inter) <= 1.0}
     big = {} if args.skip_big else run_big(args.big_limit)
     if args.json:
-        json.dump({"rows": rows, "summary": summary, "big": big}, sys.stdout, indent=2)
+        json.dump({"browser": browser, "rows": rows, "summary": summary, "big": big}, sys.stdout, indent=2)
         print()
         return 0
+    if browser:
+        _print_browser(browser)
     w = max(len(r["interaction"]) for r in rows)
     page = None
     for r in rows:
@@ -268,6 +297,32 @@ def main(argv=None) -> int:
         print("  Cancel -> worker process gone: " + (f"{c:.2f} s (target <= 2 s)" if c is not None
                                                      else big.get("cancel_note", "-")))
     return 0
+
+
+def _print_browser(b: dict) -> None:
+    t = b["targets"]
+
+    def line(label, key, extra=""):
+        if key not in b:
+            return
+        ok = "ok" if b["met"].get(key) else "OVER"
+        print(f"  {label:<38} {b[key]:7.2f} s   target <= {t[key]:g} s  {ok}{extra}")
+
+    print(f"Browser ({b.get('launcher')}, headless Chromium), until the page is idle:")
+    line("first load (Plan, 64 devices)", "first_load_s",
+         f"  (numbers shown after {b['first_paint_s']:.2f} s)" if "first_paint_s" in b else "")
+    sw = b.get("switches_64") or []
+    line("page switch p50, 64 devices", "switch_64_s",
+         f"  (max {max(r['s'] for r in sw):.2f} s over {len(sw)})" if sw else "")
+    line("sidebar edit p50, 64 devices", "edit_64_s")
+    line("Simulate, 4096 devices", "simulate_4096_s",
+         f"  (progress bar seen: {b.get('simulate_4096_progress_seen')})")
+    sw = b.get("switches_4096") or []
+    line("page switch p50, 4096 devices", "switch_4096_s",
+         f"  (max {max(r['s'] for r in sw):.2f} s over {len(sw)})" if sw else "")
+    for key in ("switches_64", "switches_4096"):
+        if b.get(key):
+            print(f"    {key}: " + ", ".join(f"{r['to']} {r['s']:.2f}" for r in b[key]))
 
 
 if __name__ == "__main__":

@@ -36,9 +36,15 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
                     line=dict(color="#F58518"), customdata=[fmt_bytes(v) for v in live_b],
                     hovertemplate="%{x}<br>%{customdata} live<extra></extra>")
     fig.add_hline(y=plan.bound_bytes / div, line_dash="dash", line_color="#54A24B",
-                  annotation_text=f"bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}",
+                  annotation_text=f"shard bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}",
                   annotation_position="top left")
     top = top_b / div * 1.25
+    live_bound = 2 * plan.bound_bytes
+    if live_bound / div <= top * 1.6:  # the live pair's own bound: two buffers within the shard bound
+        top = max(top, live_bound / div * 1.1)
+        fig.add_hline(y=live_bound / div, line_dash="dot", line_color="#F58518",
+                      annotation_text=f"live bound 2 x max(src, dst) = {fmt_bytes(live_bound)}",
+                      annotation_position="top left")
     if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
         easy = easy_peak_bytes / div
         if easy <= top * 1.6:
@@ -59,8 +65,9 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
                           annotation_position="top right")
     fig.update_yaxes(range=[0, top])
     fig.update_layout(
-        title="Per-device memory along the plan",
-        yaxis_title=f"{unit} per device", xaxis_title="step",
+        title="Per-device memory along the plan<br><sup>bars: shard after each step, against max(src, dst); "
+              "line: input + output live during the step, against 2 x max(src, dst)</sup>",
+        yaxis_title=f"memory per device ({unit})", xaxis_title="step (collective)",
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
         margin=dict(l=40, r=20, t=80, b=40), height=420,
     )
@@ -226,6 +233,107 @@ def layout_figure(t, mesh, title: str = "", max_text_cells: int = 256) -> go.Fig
                      showticklabels=info["proportional_cols"])
     fig.update_yaxes(range=[nr * rs, 0], showgrid=False, zeroline=False,
                      title="dim 0 (elements)" if len(t.shape) >= 1 else "")
+    return fig
+
+
+#: A block grid wider or taller than this (or with more blocks) is drawn as a summary
+#: first; the exact grid stays one click away.
+GRID_MAX_SIDE = 16
+GRID_MAX_BLOCKS = 64
+
+
+def layout_needs_summary(t, mesh) -> bool:
+    """Whether type ``t``'s block grid is beyond what a grid picture shows legibly (more
+    than ``GRID_MAX_SIDE`` blocks along a side or ``GRID_MAX_BLOCKS`` in all: 64 stripes
+    are a barcode)."""
+    splits = t.splits(mesh) if t.rank else ()
+    nr = splits[0] if splits else 1
+    nc = 1
+    for v in splits[1:]:
+        nc *= v
+    return nr > GRID_MAX_SIDE or nc > GRID_MAX_SIDE or nr * nc > GRID_MAX_BLOCKS
+
+
+def layout_axes_text(t, mesh) -> str:
+    """The per-axis view in words: for each dim, its size, how many blocks of what size
+    and over which mesh axes; then the axes it is replicated over and any pending sum.
+    E.g. ``dim 0: 8192 in 16 blocks of 512 (data=16); dim 1: 32768 whole; replicated
+    over model=4``."""
+    sizes = dict(zip(mesh.names, mesh.sizes))
+    parts = []
+    local = t.local_shape(mesh)
+    for i, d in enumerate(t.dims):
+        if d.axes:
+            n = t.split(mesh, i)
+            over = ",".join(f"{a}={sizes.get(a, '?')}" for a in d.axes)
+            parts.append(f"dim {i}: {d.size} in {n} blocks of {local[i]} ({over})")
+        else:
+            parts.append(f"dim {i}: {d.size} whole")
+    used = set(t.used_axes) | set(t.unreduced)
+    rep = [f"{a}={sizes[a]}" for a in mesh.names if a not in used and sizes[a] > 1]
+    if rep:
+        parts.append("replicated over " + ",".join(rep))
+    if t.unreduced:
+        parts.append("pending sum over " + ",".join(t.unreduced))
+    return "; ".join(parts)
+
+
+def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.Figure:
+    """The summary picture of type ``t`` on ``mesh`` for grids too big to draw: the
+    *devices* laid out as the mesh (rows: the first mesh axis; columns: the others,
+    mixed radix, so device ``d`` sits at ``divmod(d, columns)``), each tile coloured and
+    labelled by the block it holds (``r,c``: row block of dim 0, column block of the
+    other dims, as in the exact grid). Replicas of a block share a colour; with pending
+    sums the hover names the partial-sum group. Up to ``max_text`` devices carry their
+    label in the tile, beyond that in the hover.
+
+    Worked example: ``[8192, 32768{data,model}]`` on ``data=16,model=4`` is one row of
+    64 column blocks (a barcode as a grid); here it is a 16x4 tile map whose labels run
+    ``0,0 0,1 ... 0,63`` in reading order: device ``4i+j`` holds column block ``4i+j``."""
+    import numpy as np
+
+    info = layout_cells(t, mesh)
+    nc_blocks = info["cols"]
+    rows = mesh.sizes[0] if mesh.sizes else 1
+    cols = mesh.size // max(rows, 1)
+    block_of = np.zeros(mesh.size, dtype=np.int64)
+    label = np.empty(mesh.size, dtype=object)
+    for (r, c), devs in info["cells"].items():
+        for d in devs:
+            block_of[d] = r * nc_blocks + c
+            label[d] = f"{r},{c}"
+    part_of = {}
+    for (_r, _c), groups in info["partial"].items():
+        for k, devs in groups.items():
+            for d in devs:
+                part_of[d] = (k, len(groups))
+    z = block_of.reshape(rows, cols).astype(float)
+    coords = mesh.coords
+    hover = np.empty((rows, cols), dtype=object)
+    for d in range(mesh.size):
+        where = ", ".join(f"{a}={int(v)}" for a, v in zip(mesh.names, coords[d]))
+        h = f"device {d} ({where})<br>holds block {label[d]}"
+        if t.unreduced and part_of.get(d, (0, 1))[1] > 1:
+            h += f"<br>partial sum {part_of[d][0] + 1} of {part_of[d][1]} over {','.join(t.unreduced)}"
+        hover[d // cols, d % cols] = h
+    text = label.reshape(rows, cols) if mesh.size <= max_text else None
+    fig = go.Figure(go.Heatmap(
+        z=z, customdata=hover, hovertemplate="%{customdata}<extra></extra>", colorscale="Turbo",
+        showscale=True, colorbar=dict(title="block<br>(row-major)"), xgap=1 if mesh.size <= 1024 else 0,
+        ygap=1 if mesh.size <= 1024 else 0, text=text, texttemplate="%{text}" if text is not None else None,
+        textfont=dict(size=10 if mesh.size <= 64 else 8)))
+    names = mesh.names
+    xlab = ("x".join(f"{a}" for a in names[1:]) + " (device column)") if len(names) > 1 else ""
+    sub = (f"summary: which block each of the {mesh.size} devices holds ({info['rows']}x{nc_blocks} "
+           "blocks; the exact grid is one click away)")
+    fig.update_layout(title=(title + " " if title else "") + str(t) + f"<br><sup>{sub}</sup>",
+                      height=min(700, 160 + 26 * min(rows, 24)), margin=dict(l=60, r=20, t=80, b=40),
+                      plot_bgcolor="white")
+    fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain",
+                     dtick=1 if cols <= 32 else None)  # device columns are whole numbers
+    fig.update_yaxes(title=f"{names[0]} (device row)" if names else "", autorange="reversed",
+                     showgrid=False, zeroline=False, dtick=1 if rows <= 32 else None)
+    fig.update_layout(meta={"summary": True, "rows": rows, "cols": cols})
     return fig
 
 
@@ -455,6 +563,134 @@ def topology_figure(res, bins: int = 8) -> go.Figure:
     return fig
 
 
+#: Machines with more chips than this get the aggregated link-load picture.
+TOPOLOGY_MAX_CHIPS = 256
+
+
+def hot_links(res, n: int = 8) -> list[dict]:
+    """The ``n`` links that carried the most bytes (one direction each):
+    ``{"link", "bytes", "kind", "dim"}``, hottest first."""
+    import numpy as np
+
+    topo = res.machine.topology
+    lb = np.asarray(res.link_bytes_array, dtype=float)
+    out = []
+    for i in np.argsort(-lb, kind="stable")[:n]:
+        if lb[i] <= 0:
+            break
+        u, v = topo.links[int(i)]
+        e = topo.graph.edges[u, v]
+        cu, cv = topo.graph.nodes[u].get("coord"), topo.graph.nodes[v].get("coord")
+        name = f"{u}{tuple(cu) if cu is not None else ''} -> {v}{tuple(cv) if cv is not None else ''}"
+        out.append({"link": name, "bytes": float(lb[i]), "kind": e.get("kind", ""), "dim": e.get("dim")})
+    return out
+
+
+def topology_summary_figure(res) -> go.Figure:
+    """Link load on a machine too big to draw link by link, aggregated so the hot links
+    still show. Tori: one heat map per torus dimension over the coordinates of the other
+    dimensions; a tile is one line of chips along that dimension and shows the most bytes
+    any one of its links carried (either direction; the hover names that link and the
+    line's total). E.g. on a 16x16x16 torus the ``dim 2`` panel is a 16x16 map over
+    ``(c0, c1)``, and a hot tile at ``(3, 5)`` means a link between chips
+    ``(3, 5, k)`` and ``(3, 5, k+1)`` is hot. Other machines: one heat map over their
+    nodes, one row per link kind (NVLink, NIC, ...), each tile the most bytes a link of
+    that kind in that node carried. The colour scale is shared and starts at 0."""
+    import numpy as np
+    from plotly.subplots import make_subplots
+
+    topo = res.machine.topology
+    g = topo.graph
+    lb = np.asarray(res.link_bytes_array, dtype=float)
+    top = float(lb.max()) if lb.size else 0.0
+    bdiv, bunit = byte_unit(top or 1.0)
+    if g.graph.get("kind") == "torus":
+        dims = tuple(g.graph["dims"])
+        live = [k for k, s in enumerate(dims) if s > 1]
+        fig = make_subplots(rows=1, cols=max(1, len(live)), horizontal_spacing=0.06,
+                            subplot_titles=[f"links along dim {k} ({dims[k]} chips a line)" for k in live])
+        for j, k in enumerate(live):
+            others = [d for d in range(len(dims)) if d != k]
+            shape = tuple(dims[d] for d in others) or (1,)
+            if len(shape) == 1:
+                shape = (1,) + shape
+            elif len(shape) > 2:
+                shape = (shape[0], int(np.prod(shape[1:])))
+            mx = np.zeros(shape)
+            tot = np.zeros(shape)
+            arg = np.full(shape, -1, dtype=np.int64)
+            for i, (u, v) in enumerate(topo.links):
+                e = g.edges[u, v]
+                if e.get("dim") != k:
+                    continue
+                c = g.nodes[u]["coord"]
+                oc = [c[d] for d in others]
+                if len(oc) == 0:
+                    r, q = 0, 0
+                elif len(oc) == 1:
+                    r, q = 0, oc[0]
+                else:
+                    r = oc[0]
+                    q = int(np.ravel_multi_index(tuple(oc[1:]), tuple(dims[d] for d in others[1:])))
+                tot[r, q] += lb[i]
+                if lb[i] > mx[r, q] or arg[r, q] < 0:
+                    mx[r, q], arg[r, q] = lb[i], i
+            hover = np.empty(shape, dtype=object)
+            for r in range(shape[0]):
+                for q in range(shape[1]):
+                    i = int(arg[r, q])
+                    name = topo.link_name(i) if i >= 0 else "-"
+                    hover[r, q] = (f"line {r},{q} along dim {k}<br>hottest link {name}: {fmt_bytes(mx[r, q])}"
+                                   f"<br>all links of the line: {fmt_bytes(tot[r, q])}")
+            fig.add_trace(go.Heatmap(z=mx / bdiv, customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+                                     zmin=0, zmax=max(top / bdiv, 1e-12), colorscale="YlOrRd",
+                                     showscale=j == len(live) - 1, colorbar=dict(title=f"{bunit} on the<br>hottest link")),
+                          row=1, col=j + 1)
+            ax = [f"dim {d}" for d in others]
+            fig.update_xaxes(title=(" x ".join(ax[1:]) if len(ax) > 1 else (ax[0] if ax else "")),
+                             row=1, col=j + 1)
+            fig.update_yaxes(title=ax[0] if len(ax) > 1 else "", autorange="reversed", row=1, col=j + 1)
+        what = "per torus dimension: each tile is one line of chips, coloured by its hottest link"
+    else:
+        node_of = {}
+        for n, data in g.nodes(data=True):
+            if data.get("chip"):
+                c = data.get("coord", (0, n))
+                node_of[n] = int(c[0]) if len(c) > 1 else 0
+        for n, data in g.nodes(data=True):  # switches and NICs: the node of a chip they serve
+            if not data.get("chip"):
+                near = [node_of[m] for m in g.successors(n) if m in node_of]
+                node_of[n] = near[0] if near and len(set(near)) == 1 else None
+        kinds = sorted({g.edges[e].get("kind", "") for e in topo.links})
+        nodes = sorted({v for v in node_of.values() if v is not None}) or [0]
+        col = {v: i for i, v in enumerate(nodes)}
+        mx = np.zeros((len(kinds), len(nodes)))
+        arg = np.full(mx.shape, -1, dtype=np.int64)
+        for i, (u, v) in enumerate(topo.links):
+            kind = g.edges[u, v].get("kind", "")
+            nd = node_of.get(u) if node_of.get(u) is not None else node_of.get(v)
+            if nd is None:
+                continue
+            r, q = kinds.index(kind), col[nd]
+            if lb[i] > mx[r, q] or arg[r, q] < 0:
+                mx[r, q], arg[r, q] = lb[i], i
+        hover = [[f"node {nodes[q]}, {kinds[r]} links<br>hottest {topo.link_name(int(arg[r, q])) if arg[r, q] >= 0 else '-'}: "
+                  f"{fmt_bytes(mx[r, q])}" for q in range(len(nodes))] for r in range(len(kinds))]
+        fig = go.Figure(go.Heatmap(z=mx / bdiv, x=nodes, y=kinds, customdata=hover, zmin=0,
+                                   zmax=max(top / bdiv, 1e-12), colorscale="YlOrRd",
+                                   hovertemplate="%{customdata}<extra></extra>",
+                                   colorbar=dict(title=f"{bunit} on the<br>hottest link")))
+        fig.update_xaxes(title="node")
+        fig.update_yaxes(title="link kind")
+        what = "per node and link kind: each tile is coloured by its hottest link"
+    hot = hot_links(res, 3)
+    hot_txt = "; ".join(f"{h['link']} {fmt_bytes(h['bytes'])}" for h in hot) or "no link carried bytes"
+    fig.update_layout(title=f"Link load on {res.machine.spec}, aggregated {what}<br><sup>hottest links: "
+                            f"{hot_txt}</sup>", height=460, margin=dict(l=50, r=20, t=90, b=50),
+                      meta={"aggregated": True})
+    return fig
+
+
 def _log_ticks(lo: float, hi: float, unit_of, fmt) -> tuple[list, list]:
     """Tick values (1-2-5 per decade) and labels in adaptive units for a log axis."""
     import math
@@ -516,30 +752,75 @@ SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src",
               "itemsize", "itemsize_knob", "dtype", "strategy")
 
 
+def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None = None,
+                       bound_label: str = "") -> go.Figure:
+    """One point per row: ``y`` per planner (x), coloured by machine, on a log axis with
+    the bound drawn as a line; the hover names the case."""
+    fig = go.Figure()
+    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else [""]
+    planners = sorted(str(p) for p in df["planner"].dropna().unique())
+    for i, m in enumerate(machines):
+        part = df[df["machine"].astype(str) == m] if m else df
+        fig.add_scatter(x=part["planner"].astype(str).tolist(), y=part[y].tolist(), mode="markers", name=m,
+                        marker=dict(color=_PALETTE[i % len(_PALETTE)], size=9, opacity=0.75),
+                        text=part["case"].astype(str).tolist(),
+                        hovertemplate="%{text}<br>%{x} on " + m + "<br>%{y:.3~g}x<extra></extra>")
+    if bound is not None and planners:
+        # a trace, not add_hline: on a log axis add_hline misplaces its annotation
+        fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
+                        line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
+    fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
+    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
+    if vals:  # 1-2-5 ticks, labelled as ratios
+        tv, _ = _log_ticks(min(vals), max(vals), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}x" for v in tv])
+    fig.update_yaxes(title=y_title, type="log")
+    fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
+                      legend=dict(title="machine"), meta={"y": y})
+    return fig
+
+
 def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figure:
     """Time against a what-if knob: one line per combination of every identifying
     column that is not on the x axis (so a line never joins two machines or two
-    planners), coloured by planner."""
+    planners), coloured by planner, dashed per machine; the page passes one case at a
+    time so a reader can follow it. Times are drawn in adaptive units (``meta`` keeps the
+    divisor; the traces' ``customdata`` holds the seconds)."""
     keys = [k for k in SWEEP_KEYS if k in df.columns and k != x and df[k].nunique(dropna=False) > 1]
     fig = go.Figure()
     planners = sorted(str(p) for p in df["planner"].dropna().unique()) if "planner" in df else []
+    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else []
     color = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(planners)}
-    shown = set()
+    dash = {m: ("solid", "dash", "dot", "dashdot", "longdash")[i % 5] for i, m in enumerate(machines)}
+    div, unit = time_unit(float(df[y].max()) if len(df) else 0.0)
     groups = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
     for key, part in groups:
         key = key if isinstance(key, tuple) else (key,)
         part = part.sort_values(x)
         planner = str(part["planner"].iloc[0]) if "planner" in part else ""
-        name = " | ".join(f"{k}={v}" for k, v in zip(keys, key)) or "all rows"
-        fig.add_scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers", name=planner or name,
-                        legendgroup=planner, showlegend=planner not in shown,
-                        line=dict(color=color.get(planner, "#4C78A8")),
-                        meta={"group": dict(zip(keys, [str(v) for v in key]))},
-                        hovertemplate=name.replace("|", "<br>") + "<br>" + x + " %{x}<br>" + y
-                        + " %{y:.4~g}<extra></extra>")
-        shown.add(planner)
-    fig.update_xaxes(type="log", title=x)
-    fig.update_yaxes(type="log", title=f"{y} (s)")
-    fig.update_layout(title="What if: simulated time vs link bandwidth scale (one line per case, machine, "
-                            "planner and other knobs)", height=420, margin=dict(l=40, r=20, t=60, b=40))
+        machine = str(part["machine"].iloc[0]) if "machine" in part else ""
+        g = dict(zip(keys, [str(v) for v in key]))
+        name = " on ".join(v for v in (planner, machine) if v) or "all rows"
+        rest = {k: v for k, v in g.items() if k not in ("planner", "machine")}
+        if rest:
+            name += " (" + ", ".join(f"{k}={v}" for k, v in rest.items()) + ")"
+        fig.add_scatter(x=part[x].tolist(), y=(part[y] / div).tolist(), customdata=part[y].tolist(),
+                        mode="lines+markers", name=name, line=dict(color=color.get(planner, "#4C78A8"),
+                                                                    dash=dash.get(machine, "solid")),
+                        meta={"group": g},
+                        hovertemplate=name + "<br>bandwidth x%{x}<br>%{y:.4~g} " + unit + "<extra></extra>")
+    fig.update_xaxes(type="log", title="link bandwidth scale (x the profile's)")
+    ys = [float(v) / div for v in df[y].dropna() if float(v) > 0]
+    if ys:
+        tv, _ = _log_ticks(min(ys), max(ys), None, str)
+        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}" for v in tv])
+    xs = sorted({float(v) for v in df[x].dropna() if float(v) > 0})
+    if xs and len(xs) <= 12:
+        fig.update_xaxes(tickvals=xs, ticktext=[f"x{v:g}" for v in xs])
+    fig.update_yaxes(type="log", title=f"simulated time ({unit})")
+    cases = sorted(str(c) for c in df["case"].dropna().unique()) if "case" in df else []
+    what = f"case {cases[0]}" if len(cases) == 1 else f"{len(cases)} cases"
+    fig.update_layout(title=f"What if: simulated time of {what} vs link bandwidth<br><sup>one line per planner "
+                            "(colour) and machine (dash)</sup>", height=420, margin=dict(l=60, r=20, t=70, b=40),
+                      meta={"divisor": div, "unit": unit})
     return fig

@@ -296,8 +296,10 @@ class JobManager:
             else:
                 code = proc.exitcode if proc is not None else None
                 j.state = "error"
-                j.error = (f"the worker process ended without a result (exit status {code}); it may "
-                           "have run out of memory")
+                how = (f"was killed by signal {-code}" if isinstance(code, int) and code < 0
+                       else f"ended without a result (exit status {code})")
+                j.error = (f"the worker process {how}; most likely it ran out of memory: try a "
+                           "smaller array or mesh")
                 j.user_error = False
             j.ended = time.monotonic()
             self._start_waiting()

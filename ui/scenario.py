@@ -170,10 +170,14 @@ def render_sidebar(profiles: list[str], planners: list[str], default_size=None) 
 
     for k in KEYS:
         _keep(st, k)
-    if st.session_state["machine_profile"] not in profiles:
-        st.session_state["machine_profile"] = profiles[0]
-    if st.session_state["planner"] not in planners:
-        st.session_state["planner"] = planners[0]
+    # a value from a shared link that is not among the choices is replaced, and said so
+    for key, choices in (("machine_profile", profiles), ("planner", planners), ("dtype", list(DTYPES))):
+        v = st.session_state[key]
+        if v not in choices:
+            use = DEFAULTS[key] if DEFAULTS[key] in choices else choices[0]
+            st.session_state[key] = use
+            st.session_state.setdefault("_url_warnings", []).append(
+                f"link field {key}={str(v)[:60]!r} is not one of the choices; using {use!r}")
     sb = st.sidebar
     sb.subheader("Scenario")
     sb.selectbox("Machine profile", profiles, key="machine_profile",
@@ -244,14 +248,19 @@ def _fits_array(shape_text: str, src_text: str, dst_text: str):
     return padding
 
 
+def _divisors(n: int) -> list[int]:
+    small = [f for f in range(1, int(n ** 0.5) + 1) if n % f == 0]
+    return sorted(set(small + [n // f for f in small]))
+
+
 def _factorizations(n: int, k: int):
+    """Ordered ``k``-tuples with product ``n`` (lazily; over divisors only)."""
     if k == 1:
         yield (n,)
         return
-    for f in range(1, n + 1):
-        if n % f == 0:
-            for rest in _factorizations(n // f, k - 1):
-                yield (f,) + rest
+    for f in _divisors(n):
+        for rest in _factorizations(n // f, k - 1):
+            yield (f,) + rest
 
 
 def fit_mesh(names, sizes, n: int, fits=None) -> str:
@@ -269,7 +278,15 @@ def fit_mesh(names, sizes, n: int, fits=None) -> str:
     def dist(sz):
         return sum((1 + i) * abs(_m.log(a) - _m.log(b)) for i, (a, b) in enumerate(zip(sz, sizes)))
 
-    cands = sorted(_factorizations(n, len(names)), key=dist)[:200]
+    import itertools
+
+    from synth.limits import limit
+
+    # bounded: a 12-axis mesh on 4096 devices has over a million factorizations
+    pool = list(itertools.islice(_factorizations(n, len(names)), 20 * limit("options")))
+    if _m.prod(sizes) == n and all(isinstance(x, int) and x >= 1 for x in sizes):
+        pool.append(sizes)  # the old sizes still fit: keep them among the candidates
+    cands = sorted(pool, key=dist)[:200]
     if fits is not None:
         return text(min(cands, key=lambda sz: (fits(text(sz)), dist(sz))))
     return text(cands[0])
@@ -326,18 +343,27 @@ def current() -> Scenario:
     return Scenario(**{k: st.session_state.get("_keep_" + k, DEFAULTS[k]) for k in KEYS})
 
 
-def mesh_shapes(names, n: int) -> list[str]:
-    """Every mesh with these axis names (in order) and ``n`` devices, e.g. for the
-    what-if mesh selector: ``data=64,model=1`` ... ``data=1,model=64``."""
+def mesh_shapes(names, n: int, keep: str | None = None) -> list[str]:
+    """Meshes with these axis names (in order) and ``n`` devices, e.g. for the what-if
+    mesh selector: ``data=64,model=1`` ... ``data=1,model=64``. At most the ``options``
+    limit (1,000) entries -- a 12-axis mesh on 4,096 devices has 1.35 million -- with
+    ``keep`` (the current mesh) always among them."""
+    import itertools
+
+    from synth.limits import limit
+
     names = tuple(names)
+    cap = limit("options")
 
     def rec(k, left):
         if k == len(names) - 1:
             yield (left,)
             return
-        for f in range(left, 0, -1):
-            if left % f == 0:
-                for rest in rec(k + 1, left // f):
-                    yield (f,) + rest
+        for f in reversed(_divisors(left)):
+            for rest in rec(k + 1, left // f):
+                yield (f,) + rest
 
-    return [",".join(f"{a}={s}" for a, s in zip(names, sizes)) for sizes in rec(0, n)]
+    out = [",".join(f"{a}={s}" for a, s in zip(names, sizes)) for sizes in itertools.islice(rec(0, n), cap)]
+    if keep is not None and keep not in out:
+        out = ([keep] + out)[:cap]
+    return out

@@ -50,6 +50,10 @@ LOWER_BOUND_HELP = {
                "links into the node)",
     "bisection": "what one half of a torus dimension lacks from the other half, over the links "
                  "that cross into it (the dimension's bisection)",
+    "latency": "the least latency any plan that moves data pays on this machine under the "
+               "model: one collective launch (the cheapest protocol's fixed latency) plus the "
+               "link latencies of the hops its data must cross, on top of the bytes over the "
+               "line rate",
     "lp": "a max-concurrent-flow linear program: every byte routed over the real links at "
           "their line rates at once, the least time any routing needs (computed on small "
           "machines only)",

@@ -95,7 +95,10 @@ def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, p
         "summary": _summary(res),
         "ops": _ops_rows(res),
         "figures": {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
-                    "topology": figures.topology_figure(res)},
+                    "topology": (figures.topology_figure(res)
+                                 if res.machine.topology.num_chips <= figures.TOPOLOGY_MAX_CHIPS
+                                 else figures.topology_summary_figure(res))},
+        "hot_links": figures.hot_links(res),
         "chrome_trace": chrome_trace_json(res),
         "units": schedule_units(json.loads(schedule_json)),
         "wall_s": time.perf_counter() - t0,
@@ -142,3 +145,77 @@ def warm() -> float:
     simulate_view(sj, "data=4,model=2", "tpu-v4", "2x2x2")
     compare_view({"a": sj}, "data=4,model=2", "tpu-v4", "2x2x2")
     return time.perf_counter() - t0
+
+
+def run_sweep(config_path: str, out_dir: str, *, progress=None) -> dict:
+    """``python -m experiments run CONFIG --out OUT`` in a child process (its own session,
+    so a Cancel stops it and its workers: SIGTERM to the group, SIGKILL 0.3 s later);
+    progress is the rows written to ``OUT/rows.jsonl`` over the rows the config asks for.
+    Returns ``{"out", "rows", "expected", "wall_s"}``; a failed run raises its last
+    error line. The run resumes a folder that already has rows, as the CLI does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from experiments.config import load_config
+    from synth.errors import RedistributionError
+
+    t0 = time.perf_counter()
+    expected = sum(len(u.ids) for u in load_config(config_path).units())
+    rows = Path(out_dir) / "rows.jsonl"
+
+    def count() -> int:
+        try:
+            with open(rows, "rb") as f:
+                return sum(1 for line in f if line.strip())
+        except OSError:
+            return 0
+
+    def raise_limit():  # the child is bounded by the runner's own timeouts, not the job's RLIMIT_AS
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+    root = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen([sys.executable, "-m", "experiments", "run", str(config_path), "--out", str(out_dir),
+                              "--no-progress"], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, preexec_fn=raise_limit)
+
+    def stop(signum=None, frame=None):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                child.wait(0.3)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if signum is not None:
+            raise SystemExit(1)
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        err = []
+        import threading
+
+        reader = threading.Thread(target=lambda: err.extend(child.stderr), daemon=True)
+        reader.start()
+        while child.poll() is None:
+            if progress is not None:
+                n = count()
+                progress(min(n, expected), max(expected, 1), f"{n} of {expected} rows written")
+            time.sleep(0.5)
+        reader.join(1.0)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        if child.poll() is None:
+            stop()
+    if child.returncode != 0:
+        lines = [ln.strip() for ln in err if ln.strip()]
+        raise RedistributionError(f"the sweep stopped: {lines[-1] if lines else f'exit status {child.returncode}'}")
+    return {"out": str(out_dir), "rows": count(), "expected": expected, "wall_s": time.perf_counter() - t0}

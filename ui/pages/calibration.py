@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute
+from ui import files
+from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
 
 _PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
@@ -101,19 +102,21 @@ def _scatter(groups: dict, title: str, x_label: str, y_label: str) -> go.Figure:
 
 def _params_frame(prof: dict, rep: dict | None) -> pd.DataFrame:
     rows = []
+    flagged = {(f["scope"], f["parameter"]): f["why"] for f in files.calibration_flags(prof)}
     for name, v in (prof.get("params") or {}).items():
         rows.append({"scope": "machine", "parameter": name, "value": _fmt_param(name, _value(v)),
-                     "source": _source(v)})
+                     "source": _source(v), "implausible": flagged.get(("machine", name), "")})
     for kind, entry in (prof.get("collectives") or {}).items():
         for name, v in entry.items():
             rows.append({"scope": kind, "parameter": name, "value": _fmt_param(name, _value(v)),
+                         "implausible": flagged.get((kind, name), ""),
                          "source": _source(v)})
     cal = prof.get("calibration") or {}
     if "program_overhead_s" in cal:
         rows.append({"scope": "program", "parameter": "program_overhead_s",
                      "value": _fmt_param("program_overhead_s", cal["program_overhead_s"]),
                      "source": cal.get("program_overhead_note", "")})
-    return pd.DataFrame(rows, columns=["scope", "parameter", "value", "source"])
+    return pd.DataFrame(rows, columns=["scope", "parameter", "value", "implausible", "source"])
 
 
 def main():
@@ -121,37 +124,49 @@ def main():
     st.caption("The cost model fitted to microbenchmarks on a real JAX backend, and checked on "
                "held-out whole redistributions (ours and XLA's) it was not fitted on.")
     folder = st.text_input("Calibrated profiles folder", key="calib_dir",
-                           value=compute.calibrated_dir(),
+                           value=files.calibrated_dir(),
                            help="Where `python -m executor calibrate --out FOLDER/NAME.json` wrote "
                                 "NAME.json and NAME.report.json: the shipped folder or one under the "
-                                f"results root ({compute.results_root()}; APP_RESULTS_ROOT).")
+                                f"results root ({files.results_root()}; APP_RESULTS_ROOT).")
     try:
-        files = compute.calibrated_profiles(folder)
+        paths = files.calibrated_profiles(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
-    if not files:
+    if not paths:
         st.info(f"No calibrated profile in {folder} yet. Write one with "
                 "`python -m executor calibrate --quick --out models/profiles/calibrated/cpu-8.json` "
                 "(8 CPU devices; a few minutes).")
         return
-    if st.session_state.get("calib_profile") not in files:  # the folder changed
-        st.session_state["calib_profile"] = files[0]
-    path = st.selectbox("Profile", files, key="calib_profile", format_func=lambda p: Path(p).stem)
+    over = files.calibration_overview(paths)
+    st.subheader("Profiles in this folder and their fit quality")
+    st.dataframe(pd.DataFrame(over).round(1), hide_index=True, key="calib_overview")
+    st.caption("Held-out MAPE: error of the simulator's predictions on whole plans the fit never saw; fit "
+               "MAPE / max error: on the microbenchmarks and training plans it was fitted to. Implausible "
+               "values: fitted parameters no real machine has (listed below for the chosen profile).")
+    if st.session_state.get("calib_profile") not in paths:  # the folder changed
+        st.session_state["calib_profile"] = paths[0]
+    path = st.selectbox("Profile", paths, key="calib_profile", format_func=lambda p: Path(p).stem)
     try:
-        prof, rep = compute.read_calibration(path)
+        prof, rep = files.read_calibration(path)
         _show(path, prof, rep)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        st.error(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})")
+        st.error(escape_md(f"{Path(path).name}: not a calibrated profile this page can read ({type(e).__name__}: {e})"))
 
 
 def _show(path, prof, rep):
     st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
+    flags = files.calibration_flags(prof)
+    if flags:
+        st.warning(f"{len(flags)} fitted value(s) are implausible for any real machine; predictions that "
+                   "depend on them are not to be trusted:\n" + "\n".join(
+                       f"- `{f['scope']}.{f['parameter']}`: {f['why']}" for f in flags),
+                   icon=":material/report:")
     if rep is None:
-        st.warning(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
-                   "fitted parameters are shown.")
+        st.warning(escape_md(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
+                   "fitted parameters are shown."))
     else:
         c = st.columns(5)
         c[0].metric("held-out MAPE", f"{rep['mape']:.1f} %" if rep.get("mape") is not None else "-",

@@ -8,6 +8,7 @@ import streamlit as st
 
 from synth.errors import RedistributionError
 from ui import background, compute, figures, scenario, share, xla_compare
+from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
@@ -31,7 +32,7 @@ def _whatif(sc, mesh):
                             format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
     lat = c[1].select_slider("Latency scale", SCALES, key="cmp_lat_scale",
                              format_func=lambda v: f"x{v:g}", on_change=share.save_page_fields)
-    shapes = scenario.mesh_shapes(mesh.names, mesh.size)
+    shapes = scenario.mesh_shapes(mesh.names, mesh.size, keep=str(mesh))  # bounded list
     if st.session_state.get("cmp_mesh") not in shapes:
         st.session_state["cmp_mesh"] = str(mesh)
     mesh_text = c[2].selectbox("Mesh shape", shapes, key="cmp_mesh", on_change=share.save_page_fields,
@@ -55,20 +56,20 @@ def main():
                "simulator on the chosen machine; XLA's schedules come from its compiled HLO.")
     why = compute.missing("simulator")
     if why:
-        st.warning(f"The simulator package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The simulator package is not available ({why}); this page needs it."))
         return
     sc = scenario.current()
     try:
         base = compute.plan_for(sc)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     bw, lat, mesh_text, placement = _whatif(sc, base.mesh)
     try:
         plan = compute.make_plan(mesh_text, "", str(base.src), str(base.dst), sc.planner, sc.itemsize,
                                  compute.scenario_devices(sc), sc.machine_profile, sc.machine_size)
     except RedistributionError as e:
-        st.error(f"mesh {mesh_text}: {e}")
+        st.error(escape_md(f"mesh {mesh_text}: {e}"))
         return
     st.session_state["cmp_plan"] = plan.to_dict()  # the plan this page shows (tests check it)
 
@@ -107,10 +108,10 @@ def main():
             share.save_page_fields()
             st.rerun()
     if xla_error:
-        st.error(xla_error)
+        st.error(escape_md(xla_error))
     comp_scheds, comp_errors = xla_compare.schedules(compiled) if compiled else ({}, {})
     for name, why in comp_errors.items():
-        st.warning(f"{name}: {why}")
+        st.warning(escape_md(f"{name}: {why}"))
 
     try:
         schedules = compute.strategy_schedules(plan, sc, xla)
@@ -118,11 +119,11 @@ def main():
         ok, refused = compute.split_replayable(schedules, sc.machine_profile, sc.machine_size)
         if refused and ok:  # simulate the others; say which were left out and why
             for name, why in refused.items():
-                st.warning(f"{name}: not simulated: {why}")
+                st.warning(escape_md(f"{name}: not simulated: {why}"))
             schedules = ok
         view = background.resolve(compute.compare_simulations(schedules, mesh_text, sc, placement, bw, lat))
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if view is None:
         return
@@ -209,7 +210,7 @@ def main():
             with st.spinner("Running and timing ours, XLA Shardy and XLA GSPMD..."):
                 m = compute.measure_local(mesh_text, str(plan.src), str(plan.dst), sc.dtype, sc.planner)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
             return
         mrows = [{
             "strategy": k,
@@ -257,8 +258,8 @@ def _winners_note(sim_times: dict, measured: dict, machine: str) -> None:
     sim_win = min(common, key=lambda k: sim.get(k, float("inf")))
     meas_win = min(common, key=lambda k: meas[k])
     if sim_win != meas_win:
-        st.warning(f"Measured here, **{meas_win}** is fastest; simulated on {machine}, **{sim_win}** is. "
-                   + CPU_NOTE.format(machine=machine))
+        st.warning(escape_md(f"Measured here, **{meas_win}** is fastest; simulated on {machine}, **{sim_win}** is. "
+                   + CPU_NOTE.format(machine=machine)))
     else:
         st.caption(f"Measured and simulated agree that {sim_win} is fastest. " + CPU_NOTE.format(machine=machine))
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures, scenario, share
-from ui.fmt import fmt_bytes
+from ui import machines, plans, scenario, share
+from ui.errors import escape_md
+from ui.fmt import fmt_bytes, fmt_seconds
 
 
-def _steps_frame(plan) -> pd.DataFrame:
+def _steps_frame(plan):
+    import pandas as pd  # off the first paint: the metrics and claims are drawn before it
+
     rows = plan.rows()
     return pd.DataFrame({
         "step": [r["step"] for r in rows],
@@ -31,16 +33,35 @@ def _pct(part, whole) -> str:
     return "< 0.01 %" if 0 < p < 0.01 else f"{p:.3g} %"
 
 
+def _layout_picture(col, t, mesh, title, key, exact):
+    """One layout picture (``ui.plans.layout_picture``: the exact grid, or its summary)
+    and its per-axis caption."""
+    fig, summary, axes = plans.layout_picture(str(t), str(mesh), title, exact)
+    col.plotly_chart(fig, key=key)
+    col.caption(("Summary of a grid too big to draw legibly. " if summary else "") + "Per axis: " + axes)
+
+
 def _layout_section(plan):
     """Which device holds which block: source and target side by side, and any step."""
+    from ui import figures
+
     st.subheader("Layout")
+    types = [plan.src, plan.dst] + list(plan.all_types)
+    big = any(figures.layout_needs_summary(t, plan.mesh) for t in types)
+    exact = False
+    if big:
+        exact = st.toggle("Exact grid", key="layout_exact",
+                          help="Draw every block of the array, labelled with its devices, instead of the "
+                               "summary (which block each device holds, devices laid out as the mesh).")
     st.caption("Which device holds which block of the array (rows: blocks of dim 0; columns: blocks of "
                "the other dims), as jax.debug.visualize_array_sharding draws it. A block listed with "
                "several devices is replicated on them; with a pending sum {U:...} each holds a partial "
-               "block. Hatched: padding of uneven dimensions.")
+               "block. Hatched: padding of uneven dimensions."
+               + (" Grids over 16 blocks a side (or 64 in all) are summarised: the devices as the mesh, "
+                  "each tile labelled with the block (row, column) it holds." if big else ""))
     a, b = st.columns(2)
-    a.plotly_chart(figures.layout_figure(plan.src, plan.mesh, "source"), key="layout_src")
-    b.plotly_chart(figures.layout_figure(plan.dst, plan.mesh, "target"), key="layout_dst")
+    _layout_picture(a, plan.src, plan.mesh, "source", "layout_src", exact)
+    _layout_picture(b, plan.dst, plan.mesh, "target", "layout_dst", exact)
     if plan.steps:
         labels = ["0: source"] + [f"{i + 1}: {r['collective']}" for i, r in enumerate(plan.rows()[1:])]
         share.restore("layout_step")
@@ -50,7 +71,23 @@ def _layout_section(plan):
                                 help="The type after this step.")
         i = labels.index(pick)
         t = plan.all_types[i]
-        st.plotly_chart(figures.layout_figure(t, plan.mesh, f"after step {pick}"), key="layout_step_chart")
+        _layout_picture(st, t, plan.mesh, f"after step {pick}", "layout_step_chart", exact)
+
+
+_ICONS = {"ok": ":green[:material/check_circle:]", "info": ":blue[:material/info:]",
+          "warn": ":orange[:material/warning:]"}
+
+
+def _claims(plan):
+    """The plan's claims in words (``ui.plans.plan_claims``), then the planner's notes."""
+    claims = plans.plan_claims(plan, fmt_bytes, fmt_seconds)
+    st.markdown("\n".join(f"- {_ICONS[level]} {text}" for _topic, level, text in claims),
+                help="Each line restates a field of the plan or of Plan.search; docs/app.md says which.")
+    if plan.notes:
+        warn = any(level == "warn" for _t, level, _x in claims)
+        with st.expander(f"What the planner noted ({len(plan.notes)})", expanded=warn):
+            for note in plan.notes:
+                st.caption(escape_md(note))
 
 
 def main():
@@ -59,26 +96,24 @@ def main():
                "step holds per device. Edit the scenario in the sidebar.")
     sc = scenario.current()
     try:
-        plan = compute.plan_for(sc)
-        easy = compute.plan_for(sc, "easy") if sc.planner != "easy" else plan
+        plan = plans.plan_for(sc)
+        easy = plans.plan_for(sc, "easy") if sc.planner != "easy" else plan
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on mesh `{plan.mesh}` "
                 f"({plan.mesh.size} devices, {sc.dtype}), planner `{plan.planner}`")
-    for note in plan.notes:
-        st.warning(note)
     if not plan.steps:
         st.info("Source and target are the same sharding: nothing moves and no collective runs.")
 
-    cap = compute.hbm_capacity(sc)
+    cap = machines.hbm_capacity(sc)
     oom = cap is not None and plan.peak_live_bytes > cap
     if oom:
-        st.error(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
+        st.error(escape_md(f"Out of memory: this plan holds {fmt_bytes(plan.peak_live_bytes)} per device at its peak "
                  f"(input + output of one step), more than the {fmt_bytes(cap)} of HBM a "
                  f"{sc.machine_profile} device has ({fmt_bytes(plan.peak_live_bytes - cap)} over). "
-                 "Pick a planner or sharding with smaller shards, or a bigger machine.")
+                 "Pick a planner or sharding with smaller shards, or a bigger machine."))
     c = st.columns(6)
     c[0].metric("collectives", plan.num_collectives, help="Communicating steps (DynSlice excluded).")
     if oom:
@@ -106,22 +141,27 @@ def main():
     c[5].metric("easy plan's largest shard", fmt_bytes(easy.max_shard_bytes),
                 help="Gather everything, then slice.")
 
+    _claims(plan)
+
     st.subheader("Steps")
     st.dataframe(_steps_frame(plan), hide_index=True)
-    st.plotly_chart(figures.plan_memory_figure(plan, easy.max_shard_bytes, cap), key="plan_memory_chart")
-    with st.expander("Bytes received per device per step"):
-        st.plotly_chart(figures.recv_heatmap(plan), key="plan_recv_heatmap")
+    mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
+    st.plotly_chart(mem_fig, key="plan_memory_chart")
+    if st.toggle("Bytes received per device per step", key="plan_show_recv",
+                 help="A heat map of the bytes every device receives in every step (drawn when asked: one "
+                      "chart fewer for the browser on every rerun)."):
+        st.plotly_chart(recv_fig, key="plan_recv_heatmap")
 
     _layout_section(plan)
 
     st.subheader("Export")
-    doc = compute.plan_document(plan, sc)
+    doc = plans.plan_document(plan, sc)
     text = json.dumps(doc, indent=2)
     e1, e2 = st.columns(2)
     e1.download_button("Download plan JSON", data=text, file_name="plan.json",
                        mime="application/json", key="export_json",
                        help="Plan.to_dict() plus the scenario; load it with synth.Plan.from_dict.")
-    code, why = compute.jax_code(plan, sc.dtype)
+    code, why = plans.jax_code(plan, sc.dtype)
     if code is not None:
         e2.download_button("Download JAX code", data=code, file_name="reshard_plan.py",
                            mime="text/x-python", key="export_jax",

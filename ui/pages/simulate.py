@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import background, compute, scenario, share
+from ui import background, machines, plans, runs, scenario, share
+from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import BANDWIDTH_NOTE, lower_bound_help, model_error_text, ops_frame
 
@@ -39,9 +40,9 @@ def main():
     st.title("Simulate")
     st.caption("The plan's device-level schedule replayed on the machine (SimPy, links shared "
                "by concurrent flows). Edit the scenario in the sidebar.")
-    why = compute.missing("simulator")
+    why = machines.missing("simulator")
     if why:
-        st.warning(f"The simulator package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The simulator package is not available ({why}); this page needs it."))
         return
     sc = scenario.current()
     share.restore("sim_placement")
@@ -49,10 +50,10 @@ def main():
                               help=PLACEMENT_HELP, on_change=share.save_page_fields)
     share.save_page_fields()
     try:
-        plan = compute.plan_for(sc)
-        view = background.resolve(compute.simulation(plan, sc, placement))
+        plan = plans.plan_for(sc)
+        view = background.resolve(runs.simulation(plan, sc, placement))
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
     if view is None:
         return
@@ -60,8 +61,8 @@ def main():
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, planner `{plan.planner}`, "
                 f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
     for w in sm["warnings"]:
-        st.warning(w)
-    show_summary(sm, compute.model_error(sm["machine_spec"]))
+        st.warning(escape_md(w))
+    show_summary(sm, machines.model_error(sm["machine_spec"]))
 
     figs = view["figures"]
     if view["ops"]:
@@ -80,6 +81,12 @@ def main():
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
                             "One track per device and per busy link; op names, bytes and algorithm as args.")
     st.plotly_chart(figs["topology"], key="sim_topology")
+    hot = view.get("hot_links") or []
+    if hot:
+        agg = bool((figs["topology"].layout.meta or {}).get("aggregated"))
+        st.caption(("Aggregated: the machine has too many links to draw one by one. " if agg else "")
+                   + "Hottest links (one direction): "
+                   + "; ".join(f"`{h['link']}` {fmt_bytes(h['bytes'])}" for h in hot[:5]) + ".")
     st.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
     st.dataframe(ops_frame(view["ops"]), hide_index=True, key="sim_ops_table")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import plotly.express as px
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import compute, figures
+from ui import background, files, machines, runs
+from ui.errors import escape_md
 
 COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "latency_scale",
            "placement", "mesh", "src", "dst", "time_s", "time_over_lb", "peak_over_bound",
@@ -16,7 +16,7 @@ COLUMNS = ["status", "suite", "case", "machine", "planner", "bandwidth_scale", "
 
 
 def _pick_folder() -> str | None:
-    found = compute.results_folders()
+    found = files.results_folders()
     c1, c2 = st.columns([2, 3])
     picked = None
     if found:
@@ -24,39 +24,104 @@ def _pick_folder() -> str | None:
             st.session_state["sweeps_pick"] = found[0]
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
-    else:
-        c1.info(f"No results folder under {compute.results_root()} yet. Run e.g. `python -m experiments run "
-                "experiments/configs/smoke.yaml --out results/smoke`.")
     typed = c2.text_input("...or a path", key="sweeps_dir", placeholder="results/smoke",
                           help="A folder written by `python -m experiments run`, under the results root "
-                               f"({compute.results_root()}; set APP_RESULTS_ROOT to change it).")
+                               f"({files.results_root()}; set APP_RESULTS_ROOT to change it).")
     return typed.strip() or picked
 
 
+def _fresh_clone() -> str | None:
+    """No results folder yet: offer the smoke sweep as a background job, and show the
+    bundled example meanwhile (labelled as such). Returns the folder to show."""
+    out = files.smoke_out_dir()
+    st.info(f"No results folder under {files.results_root()} yet. Run the smoke sweep here (7 cases x 5 "
+            f"planners x 2 machines x 2 bandwidths, about a minute; written to `{out}`), or on the command "
+            f"line: `python -m experiments run {files.SMOKE_CONFIG} --out results/smoke`.")
+    asked = st.session_state.get("sweeps_run_smoke") or st.button("Run the smoke sweep", key="sweeps_run_button")
+    if asked:
+        st.session_state["sweeps_run_smoke"] = True
+        try:
+            res = background.resolve(runs.sweep_job(str(files.REPO_ROOT / files.SMOKE_CONFIG), str(out)))
+        except RedistributionError as e:
+            st.error(escape_md(str(e)))
+            res = None
+        if res is not None:
+            st.session_state.pop("sweeps_run_smoke", None)
+            st.rerun()
+    st.warning("**Bundled example, not your results**: " + files.EXAMPLE_NOTE, icon=":material/inventory_2:")
+    return str(files.EXAMPLE_DIR)
+
+
 def _multiselect(label, df, col, key):
-    opts = sorted(str(v) for v in df[col].dropna().unique())
+    from synth.limits import limit
+
+    opts = sorted(str(v) for v in df[col].dropna().unique())[:limit("options")]  # bounded option list
     if key in st.session_state:  # keep only choices the current folder has
         st.session_state[key] = [v for v in st.session_state[key] if v in opts]
     chosen = st.multiselect(label, opts, key=key, placeholder="all")
     return df if not chosen else df[df[col].astype(str).isin(chosen)]
 
 
+def _charts(ok) -> None:
+    """The sweep's figures: time over its lower bound (with the machine's latency
+    floor), the largest shard against max(src, dst), the peak live pair against its own
+    bound 2 x max(src, dst), and the what-if of one case at a time."""
+    from ui import figures
+
+    base = ok[ok["baseline"].fillna(False).astype(bool)] if "baseline" in ok else ok
+    if len(base):
+        comm = base[(base["num_collectives"].fillna(0) > 0) & (base["time_s"] > 0)].copy()
+        if len(comm):
+            floor = [machines.latency_floor_s(str(m), float(ls) if ls == ls else 1.0)
+                     for m, ls in zip(comm["machine"], comm["latency_scale"])]
+            comm["bound_s"] = [max(lb if lb == lb and lb is not None else 0.0, f or 0.0)
+                               for lb, f in zip(comm["lower_bound_s"], floor)]
+            comm = comm[comm["bound_s"] > 0]
+            comm["time_over_bound"] = comm["time_s"] / comm["bound_s"]
+            st.plotly_chart(figures.sweep_strip_figure(
+                comm, "time_over_bound", "Simulated time over its lower bound (baseline knobs)",
+                "simulated time / lower bound (x)", 1.0, "lower bound"), key="sweeps_time_chart")
+            st.caption("Lower bound per row: the larger of the simulator's bound (lower_bound_s: bytes over "
+                       "the links that must carry them) and the least latency any communicating plan pays "
+                       "on that machine (models.plan_cost.machine_cost(...).comm_floor_s(), the smallest "
+                       "launch cost of a collective). Rows that communicate nothing are left out.")
+        st.plotly_chart(figures.sweep_strip_figure(
+            base, "max_shard_over_bound", "Largest shard per device over max(src, dst) (baseline knobs)",
+            "largest shard / max(src, dst) (x)", 1.0, "the bound: max(src, dst)"), key="sweeps_memory_chart")
+        live = base[base["peak_over_bound"].notna()]
+        if len(live):
+            st.plotly_chart(figures.sweep_strip_figure(
+                live, "peak_over_bound", "Peak live bytes (input + output of a step) over max(src, dst)",
+                "peak live / max(src, dst) (x)", 2.0, "2 x max(src, dst): the most a plan within the bound holds"),
+                key="sweeps_live_chart")
+            st.caption("Peak live counts the input and the output buffer of a step together, so a plan within "
+                       "max(src, dst) reaches up to 2x here; its own bound is the dashed line.")
+    scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
+    if len(scaled):
+        w = ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()]
+        cases = sorted(str(c) for c in scaled["case"].dropna().unique())
+        if st.session_state.get("sweeps_whatif_case") not in cases:
+            st.session_state["sweeps_whatif_case"] = cases[0]
+        case = st.selectbox("What-if case", cases, key="sweeps_whatif_case",
+                            help="The what-if chart follows one case: every planner and machine it ran on.")
+        st.plotly_chart(figures.whatif_figure(w[w["case"].astype(str) == case]), key="sweeps_whatif_chart")
+
+
 def main():
     st.title("Sweeps")
     st.caption("Browse a results folder from the experiments runner: every case x machine x "
                "planner x what-if row, figures, and the HTML report.")
-    why = compute.missing("experiments.report")
+    why = machines.missing("experiments.report")
     if why:
-        st.warning(f"The experiments package is not available ({why}); this page needs it.")
+        st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
-    folder = _pick_folder()
-    if not folder:
-        return
+    folder = _pick_folder() or _fresh_clone()
+    example = folder == str(files.EXAMPLE_DIR)
     try:
-        folder = str(compute.check_results_path(folder))
-        df = compute.sweep_rows(folder)
+        folder = folder if example else str(files.check_results_path(folder))
+        df = files.sweep_rows(folder)
     except RedistributionError as e:
-        st.error(str(e))
+        st.error(escape_md(str(e)))
         return
 
     counts = df["status"].value_counts().to_dict()
@@ -75,35 +140,21 @@ def main():
         view = _multiselect("Planners", view, "planner", "sweeps_planner")
 
     ok = view[view["status"] == "ok"]
-    base = ok[ok["baseline"]] if "baseline" in ok else ok
-    if len(base):
-        fig = px.strip(base, x="planner", y="time_over_lb", color="machine", hover_data=["case", "suite"],
-                       log_y=True, title="Simulated time / lower bound (baseline knobs), per planner")
-        fig.update_layout(height=380, margin=dict(l=40, r=20, t=60, b=40))
-        st.plotly_chart(fig, key="sweeps_time_chart")
-        fig2 = px.strip(base, x="planner", y="peak_over_bound", color="machine",
-                        hover_data=["case", "suite"], log_y=True,
-                        title="Peak memory / max(src, dst) bound, per planner")
-        fig2.add_hline(y=1.0, line_dash="dash", line_color="#54A24B")
-        fig2.update_layout(height=380, margin=dict(l=40, r=20, t=60, b=40))
-        st.plotly_chart(fig2, key="sweeps_memory_chart")
-    scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
-    if len(scaled):
-        fig3 = figures.whatif_figure(ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()])
-        st.plotly_chart(fig3, key="sweeps_whatif_chart")
-
+    _charts(ok)
     st.subheader("Rows")
     st.dataframe(view[[c for c in COLUMNS if c in view]], hide_index=True)
 
+    if example:
+        return
     st.subheader("Report")
     html = Path(folder) / "report.html"
     if st.button("Build report.html" if not html.exists() else "Rebuild report.html",
                  key="sweeps_build_report"):
         try:
             with st.spinner("Building the report..."):
-                compute.build_sweep_report(folder)
+                files.build_sweep_report(folder)
         except RedistributionError as e:
-            st.error(str(e))
+            st.error(escape_md(str(e)))
     if html.exists():
         text = html.read_text(encoding="utf-8", errors="replace")
         st.download_button("Download report.html", data=text, file_name="report.html",

@@ -1,0 +1,285 @@
+"""Background work: simulations (inline when the estimate is small, else a worker
+process of :mod:`ui.jobs`) and the executor's subprocesses (XLA's schedules, local
+measurements). Every size limit is checked here before work starts, with one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import streamlit as st
+
+import synth
+from synth.errors import RedistributionError
+from ui.errors import InputError
+from ui.machines import machine
+from ui.plans import make_plan, planners
+from ui.scenario import Scenario
+
+# -- simulation (inline when quick, else a worker process: ui.jobs) -----------------------
+#: The largest machine the app simulates (documented in docs/app.md); bigger ones are
+#: refused with one line (use ``python -m simulator run``).
+MAX_SIM_DEVICES = 16384
+
+
+def _schedule_key(schedule: synth.Schedule) -> str:
+    """The schedule as JSON without the labels that do not change its simulation
+    (its name and which planner made it), so two planners that produce the same
+    device-level schedule (often ``normal`` and ``search``) share one simulation."""
+    d = schedule.to_dict()
+    d["name"] = ""
+    d["meta"] = {k: v for k, v in d.get("meta", {}).items() if k not in ("planner", "strategy")}
+    return json.dumps(d, sort_keys=True)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _inline(func: str, args: tuple):
+    mod, name = func.split(":")
+    return getattr(importlib.import_module(mod), name)(*args)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up():
+    """Once per server, in a background thread: start the job workers' fork server
+    (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
+    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
+    import threading
+
+    from ui import jobs, work
+
+    def run():
+        try:
+            jobs.prestart()   # the fork server of the job workers, warmed up too
+        except Exception:  # noqa: BLE001 - jobs start it themselves then
+            pass
+        work.warm()
+
+    t = threading.Thread(target=run, name="app-warm-up", daemon=True)
+    t.start()
+    return t
+
+
+class Pending:
+    """Work handed to a worker process: the page shows :func:`ui.background.show_job`."""
+
+    def __init__(self, job, slot: str, what: str):
+        self.job, self.slot, self.what = job, slot, what
+
+
+def _check_size(n: int, what: str):
+    if n > MAX_SIM_DEVICES:
+        raise InputError(
+            f"{what}: the machine has {n} devices, more than the app simulates ({MAX_SIM_DEVICES}, "
+            "MAX_SIM_DEVICES in docs/app.md); use `python -m simulator run` on the command line")
+
+
+def check_replay(schedules, profile: str, size: str) -> None:
+    """Refuse, before any work starts, a replay the simulator would refuse
+    (``models.collectives.check_replay_size``: too many flow-hops to route), with its one
+    line."""
+    try:
+        from models.collectives import check_replay_size
+    except ImportError:  # an older models package: the simulator says it in the job
+        return
+    m = machine(profile, size)
+    for s in schedules:
+        check_replay_size(s, m)
+
+
+def split_replayable(schedules: dict, profile: str, size: str) -> tuple[dict, dict]:
+    """``(ok, refused)``: the strategies the simulator will replay, and name -> its one
+    line for those it refuses as too large (:func:`check_replay`)."""
+    ok, refused = {}, {}
+    for name, s in schedules.items():
+        try:
+            check_replay([s], profile, size)
+            ok[name] = s
+        except RedistributionError as e:
+            refused[name] = str(e)
+    return ok, refused
+
+
+def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: str = "simulate"):
+    """The result of ``func(*args)``: computed inline when the estimate (``kind``'s
+    rate, :func:`ui.jobs.estimate_s`) is under ``ui.jobs.INLINE_S`` (cached), else a
+    :class:`Pending` for a worker process job (shared by every session asking for the
+    same work; cached when done)."""
+    from ui import jobs
+
+    est = jobs.estimate_s(kind, units)
+    key = json.dumps([func, args], sort_keys=True, default=str)
+    m = jobs.manager()
+    done = m.result(key)
+    if done is not None:
+        jobs.manager().cancel(jobs.session_id(), slot)
+        return done
+    marker = f"_job_cancelled_{slot}"
+    if st.session_state.get(marker) == key:  # cancelled here: start again only when asked
+        return Pending(jobs.Job(key=key, func=func, args=args, label=what, estimate_s=est,
+                                state="cancelled"), slot, what)
+    st.session_state.pop(marker, None)
+    if est <= jobs.inline_s():
+        view = _inline(func, args)
+        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
+        return view
+    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est)
+    if job.state == "done":
+        jobs.note_rate(kind, job.result.get("units", 0), job.result.get("wall_s", 0))
+        return job.result
+    return Pending(job, slot, what)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def check_placement(placement: str, mesh_text: str, profile: str, size: str) -> None:
+    """Parse a placement against the machine before any work starts (one line if bad)."""
+    if not placement.strip():
+        return
+    models = importlib.import_module("models")
+    models.Placement.of(placement.strip(), synth.Mesh.parse(mesh_text), machine(profile, size))
+
+
+def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
+    :class:`Pending` job while a worker computes it."""
+    from ui import work
+
+    sched = schedule or plan.to_schedule()
+    _check_size(sched.num_devices, "simulate")
+    check_placement(placement, str(plan.mesh), sc.machine_profile, sc.machine_size)
+    check_replay([sched], sc.machine_profile, sc.machine_size)
+    sj = _schedule_key(sched)
+    units = work.schedule_units(json.loads(sj))
+    return run_work("simulate", "ui.work:simulate_view",
+                    (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
+                     float(bandwidth_scale), float(latency_scale)),
+                    units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+
+
+def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",
+                        bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """Every strategy simulated (``ui.work.compare_view``), or a :class:`Pending` job."""
+    from ui import work
+
+    keyed = {name: _schedule_key(s) for name, s in schedules.items()}
+    n = max((s.num_devices for s in schedules.values()), default=0)
+    _check_size(n, "compare")
+    check_placement(placement, mesh_text, sc.machine_profile, sc.machine_size)
+    check_replay(schedules.values(), sc.machine_profile, sc.machine_size)
+    units = sum(work.schedule_units(json.loads(v)) for v in set(keyed.values()))
+    return run_work("compare", "ui.work:compare_view",
+                    (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),
+                     float(bandwidth_scale), float(latency_scale)),
+                    units, f"Simulating {len(schedules)} strategies on {sc.machine}", kind="compare")
+
+
+# -- XLA and local measurements (subprocess: python -m executor ...) ------------------------
+class WorkerError(RedistributionError):
+    """The executor subprocess failed (its message is shown on the page)."""
+
+
+def _executor_cmd(sub: str, mesh_text: str, src: str, dst: str, dtype: str, *extra: str) -> list[str]:
+    import sys
+
+    n = synth.Mesh.parse(mesh_text).size
+    return [sys.executable, "-m", "executor", sub, "--mesh", mesh_text, "--src", src, "--dst", dst,
+            "--dtype", dtype, "--devices", str(n), *extra, "--json"]
+
+
+def _run_executor(cmds: list[list[str]], timeout_s: int) -> list[dict]:
+    """Run executor CLI commands in parallel; each prints one JSON document. JAX's CPU
+    device count is fixed when its backend starts, so each gets a fresh interpreter
+    with ``--devices`` set (the Streamlit process never imports jax)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = dict(os.environ)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    root = Path(__file__).resolve().parents[1]
+    procs = [subprocess.Popen(c, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for c in cmds]
+    outs = []
+    try:
+        for c, p in zip(cmds, procs):
+            try:
+                so, se = p.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise WorkerError(f"`python -m executor {c[3]}` took longer than {timeout_s} s and was "
+                                  "stopped; try a smaller array or mesh") from None
+            if p.returncode != 0:
+                lines = [ln for ln in se.strip().splitlines() if ln.strip()]
+                msg = lines[-1] if lines and p.returncode > 0 else (
+                    f"exit status {p.returncode}" if p.returncode > 0 else
+                    f"killed by signal {-p.returncode}, most likely for memory (the host ran out); "
+                    "try a smaller array")
+                raise WorkerError(f"python -m executor {c[3]}: {msg.removeprefix('error: ')}")
+            outs.append(json.loads(so))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return outs
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def xla_schedules(mesh_text: str, src: str, dst: str, dtype: str) -> dict:
+    """XLA's compiled resharding under Shardy and GSPMD, read from its HLO as schedules
+    (``python -m executor xla-schedule``). ``{partitioner: {schedule, full_remat, correct}}``."""
+    parts = ("shardy", "gspmd")
+    outs = _run_executor([_executor_cmd("xla-schedule", mesh_text, src, dst, dtype, "--partitioner", p)
+                          for p in parts], timeout_s=900)
+    return {p: {"schedule": d, "full_remat": bool(d.get("meta", {}).get("full_remat")),
+                "correct": d.get("meta", {}).get("correct")} for p, d in zip(parts, outs)}
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def measure_local(mesh_text: str, src: str, dst: str, dtype: str, planner: str) -> dict:
+    """Ours vs both XLA partitioners, run, checked and timed on the local JAX backend
+    (``python -m executor compare``)."""
+    return _run_executor([_executor_cmd("compare", mesh_text, src, dst, dtype, "--planner", planner)],
+                         timeout_s=900)[0]
+
+
+def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict:
+    """Name -> ``synth.Schedule`` for every strategy on the Compare page."""
+    out = {f"ours ({plan.planner})": plan.to_schedule()}
+    for name in planners():
+        if name != plan.planner:
+            p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize,
+                          None, sc.machine_profile, sc.machine_size)
+            out[name] = p.to_schedule()
+    for part, d in (xla or {}).items():
+        out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])
+    return out
+
+
+
+# -- sweeps (experiments runner in a worker job) ---------------------------------------------
+def sweep_job(config_path: str, out_dir: str, slot: str = "sweep", start: bool = True):
+    """The smoke sweep (or any config) run by :func:`ui.work.run_sweep` in a worker job:
+    a :class:`Pending` while it runs (progress: rows written), its result dict when done,
+    ``None`` when it was not asked for (``start=False`` and no job of this session)."""
+    from ui import jobs
+
+    key = json.dumps(["ui.work:run_sweep", [config_path, out_dir]])
+    m = jobs.manager()
+    done = m.result(key)
+    if done is not None:
+        return done
+    marker = f"_job_cancelled_{slot}"
+    if st.session_state.get(marker) == key:
+        return Pending(jobs.Job(key=key, func="ui.work:run_sweep", args=(config_path, out_dir),
+                                label="sweep", estimate_s=None, state="cancelled"), slot, "The smoke sweep")
+    job = m.get(key)
+    if job is None and not start:
+        return None
+    if job is None or job.finished:
+        st.session_state.pop(marker, None)
+        job = m.submit(key, "ui.work:run_sweep", (config_path, out_dir), session=jobs.session_id(), slot=slot,
+                       label="sweep", estimate_s=60.0)
+    if job.state == "done":
+        return job.result
+    return Pending(job, slot, "The smoke sweep")
