@@ -68,8 +68,8 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
         title="Per-device memory along the plan<br><sup>bars: shard after each step, against max(src, dst); "
               "line: input + output live during the step, against 2 x max(src, dst)</sup>",
         yaxis_title=f"memory per device ({unit})", xaxis_title="step (collective)",
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-        margin=dict(l=40, r=20, t=80, b=40), height=420,
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+        margin=dict(l=40, r=20, t=80, b=90), height=460,
     )
     return fig
 
