@@ -39,6 +39,7 @@ PAGES = [
             url_path="calibration"),
     st.Page("ui/pages/sweeps.py", title="Sweeps", icon=":material/table_chart:",
             url_path="sweeps"),
+    st.Page("ui/pages/crossmesh.py", title="Cross-mesh", icon=":material/hub:", url_path="crossmesh"),
 ]
 #: Pages that read the shared scenario (and so draw its inputs in the sidebar).
 SCENARIO_PAGES = {"", "home", "plan", "simulate", "compare"}

@@ -12,7 +12,8 @@ stays fast. Entry points:
 * :func:`generate_source` -- standalone JAX source for a plan;
 * :func:`compare` -- ours vs both XLA partitioners, with one measurement protocol;
 * :func:`reshard` -- a drop-in for JAX code (eager or under ``jax.jit``), see docs/reshard.md;
-* ``python -m executor {compare,codegen,xla-schedule,calibrate,report}``.
+* ``python -m executor {compare,codegen,xla-schedule,calibrate,report,doctor}`` (``doctor``:
+  the collectives XLA inserted in a program, by source line, see docs/reshard.md).
 """
 
 from __future__ import annotations

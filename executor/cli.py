@@ -148,7 +148,8 @@ def _doctor_args(sub):
     d.add_argument("--dtype", default=None, help="dtype of inputs without one (default float32)")
     d.add_argument("--hardware", default=None, help="profile to simulate on (default cpu-host:N, or --target)")
     d.add_argument("--target", default=None, metavar="PROFILE:SIZE",
-                   help="compile AOT for this TPU slice (libtpu), e.g. tpu-v5e:2x4")
+                   help="compile ahead of time for this TPU slice (libtpu), e.g. tpu-v5e:2x4, or GPU machine "
+                        "(dgx-h100:1; needs jax-cuda12-plugin); the mesh must have one device per chip")
     _device_args(d)
     d.add_argument("--json", action="store_true", help="print one JSON document")
 

@@ -50,6 +50,15 @@ def run(args) -> dict:
 
         plan = Plan.from_dict(read_json(args.plan_json, "--plan-json"))
     machine = args.machine.strip()
+    import models
+
+    try:  # the machine must be a profile the simulator knows, sized for the mesh
+        m = models.load_profile(machine)
+    except ValueError as e:
+        raise ExecutorError(f"--machine {machine!r}: {e}") from None
+    if m.num_devices != mesh.size:
+        raise ExecutorError(f"--machine {machine!r} has {m.num_devices} devices but mesh {mesh} has {mesh.size}; "
+                            "give a machine size with one device per mesh device")
     compiler = tpu.compiler_for_profile(machine)
     missing = tpu.compiler_missing(machine)
     if compiler == "xla-cpu" or missing:

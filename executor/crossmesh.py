@@ -382,7 +382,6 @@ def _device_put_baseline(plan, x, jax_src, devs_b, measure, repeats):
     import jax
 
     from executor.run import check_output, jax_mesh, named_sharding
-
     from synth.types import ArrayType
 
     B = plan.dst_mesh.local()
@@ -472,7 +471,6 @@ def run_crossmesh(plan, x: np.ndarray | None = None, *, dtype: str | None = None
         res["time_s"] = float(np.median(ts))
     if baseline and jax.process_count() == 1:
         from executor.run import jax_mesh, named_sharding
-
         from synth.types import ArrayType
 
         A = plan.src_mesh.local()
@@ -622,7 +620,6 @@ def _member_env(port: int, i: int, n: int, local: int) -> dict:
 
 def main(argv=None) -> int:
     """``python -m executor.crossmesh cases [--cases 20] [--seed 0] [--processes 2] [--json]``."""
-    import argparse
     import json
     import subprocess
     import sys
@@ -660,7 +657,7 @@ def main(argv=None) -> int:
                     for q in procs:
                         q.kill()
                     raise RedistributionError("the member processes did not finish within 1800 s") from None
-            for i, (pr, (o, e)) in enumerate(zip(procs, outs)):
+            for i, (pr, (_o, e)) in enumerate(zip(procs, outs)):
                 if pr.returncode != 0:
                     raise RedistributionError(f"process {i} failed: {dist._error_line(e)}")
             sys.stdout.write(outs[0][0])

@@ -69,6 +69,7 @@ class Finding:
     note: str = ""
     innermost: str | None = None  # the innermost frame in the user's file
     schedule_ops: list = field(default_factory=list, repr=False)  # XLA's ops as synth.ScheduleOp
+    user_key: tuple = field(default=(), repr=False)  # its frames in the user's file
 
     @property
     def recv_bytes(self) -> int:
@@ -77,6 +78,7 @@ class Finding:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("schedule_ops")
+        d.pop("user_key")
         d["recv_bytes"] = self.recv_bytes
         return d
 
@@ -88,17 +90,21 @@ class Report:
     hardware: str
     findings: list[Finding] = field(default_factory=list)
     temp_bytes: int | None = None
-    log_remat: bool = False
+    log_remats: int | None = None  # XLA's "Involuntary full rematerialization" lines (None: no log)
 
     def to_dict(self) -> dict:
         return {"program": self.program, "mesh": self.mesh, "hardware": self.hardware,
                 "temp_bytes": self.temp_bytes, "collectives": sum(len(f.steps) for f in self.findings),
+                "full_remats": sum(f.full_remat for f in self.findings), "xla_logged_remats": self.log_remats,
                 "findings": [f.to_dict() for f in self.findings]}
 
     def text(self) -> str:
         n = sum(len(f.steps) for f in self.findings)
         out = [f"doctor: {self.program} on mesh {self.mesh}: {n} collective(s) in {len(self.findings)} "
                f"sequence(s); compiled temp {_fmt_b(self.temp_bytes)} per device; costs on {self.hardware}"]
+        remats = sum(f.full_remat for f in self.findings)
+        logged = "" if self.log_remats is None else f" (XLA's log: {self.log_remats})"
+        out.append(f"full rematerializations: {remats}{logged}")
         for i, f in enumerate(self.findings, 1):
             tag = "  FULL REMATERIALIZATION" if f.full_remat else ""
             out.append(f"[{i}] {f.line} in {f.function} ({f.op_name}){tag}")
@@ -219,7 +225,7 @@ def find_sequences(text: str, num_devices: int, entry_function: str | None = Non
                              function=pick[1] if pick else "?",
                              chain=_chain(frames, pick),
                              op_name=_op_name(ins.attrs), steps=[step], full_remat=False, peak_bytes=0,
-                             innermost=_innermost(frames, user_file)))
+                             innermost=_innermost(frames, user_file), user_key=_user_key(frames, user_file)))
         ops.append([op])
     for f, fops in zip(found, ops):
         f.peak_bytes = max(max(s.in_bytes, s.out_bytes) for s in f.steps)
@@ -309,6 +315,9 @@ def _parse_arg(text: str, smesh, default_dtype: str):
         raise ExecutorError(f"doctor: --arg {text!r}: {e}") from None
     if typ.unreduced:
         raise ExecutorError(f"doctor: --arg {text!r}: inputs with pending sums are not supported; drop the {{U:...}}")
+    if not typ.is_even(smesh):
+        raise ExecutorError(f"doctor: --arg {text!r}: a dim does not divide by its mesh axes on {smesh}, and JAX "
+                            "takes no uneven input sharding; leave that dim unsplit (constrain it inside the step)")
     return typ, (dtype or default_dtype)
 
 
@@ -398,11 +407,12 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
     if len(files) > MAX_HLO_FILES:
         raise ExecutorError(f"doctor: --hlo-dir {folder!r} holds {len(files)} modules, more than {MAX_HLO_FILES}; "
                             "dump one program at a time")
+    from synth.fileio import read_text
+
     reports = []
     for p in files:
-        if p.stat().st_size > MAX_HLO_BYTES:
-            raise ExecutorError(f"doctor: {p.name} is larger than {MAX_HLO_BYTES >> 20} MiB; dump a smaller program")
-        text = p.read_text(errors="replace")
+        # regular files inside the folder only, capped before reading (synth.fileio)
+        text = read_text(p, f"doctor: HLO module {p.name}", max_bytes=MAX_HLO_BYTES, inside=root)
         m = re.search(r"num_partitions=(\d+)", text)
         n = int(m.group(1)) if m else 1
         smesh = Mesh.of(mesh) if mesh else Mesh.of(f"d={n}")
@@ -411,8 +421,10 @@ def doctor_hlo_dir(folder: str, mesh: str | None = None, hardware: str | None = 
                                 f"give a mesh of {n} devices")
         # the jitted function's name, from the module's (jit_train_step): its frames are the user's step
         fm = re.match(r"\s*HloModule\s+(?:jit_)?([A-Za-z_][\w]*)", text)
-        reports.append(_report(text, smesh, p.name, fm.group(1) if fm else None, None,
-                               hardware or f"cpu-host:{n}", ""))
+        rep = _report(text, smesh, p.name, fm.group(1) if fm else None, None, hardware or f"cpu-host:{n}", None)
+        for f in rep.findings:
+            _explain(f)
+        reports.append(rep)
     return reports
 
 
@@ -421,7 +433,7 @@ def _report(text, smesh, program, entry_fn, path, hardware, log) -> Report:
 
     rep = Report(program, str(smesh), hardware)
     rep.findings = find_sequences(text, smesh.size, entry_fn, path)
-    rep.log_remat = REMAT_LOG in log
+    rep.log_remats = log.count(REMAT_LOG) if log is not None else None
     try:
         from simulator import simulate
         from synth.schedule import Schedule
@@ -436,34 +448,49 @@ def _report(text, smesh, program, entry_fn, path, hardware, log) -> Report:
 
 def _add_plans(rep: Report, jaxpr, typed, smesh, path):
     """Source and target shardings of each constraint whose operand's sharding is known,
-    our plan for it and its ``reshard`` line (see the module docstring)."""
+    our plan for it and its ``reshard`` line (see the module docstring). Constraints are
+    matched to sequences by their frames in the user's file (the same Python stack JAX
+    records in the HLO's op metadata); nested jaxprs (inner ``jax.jit``) are followed."""
     from synth.errors import RedistributionError
     from synth.planners import synthesize
     from synth.types import ArrayType
 
-    known = {}
-    for v, (t, _) in zip(jaxpr.jaxpr.invars, typed):
-        known[v] = t
-    by_line = {}
-    for eqn in jaxpr.jaxpr.eqns:
-        if eqn.primitive.name == "sharding_constraint":
-            sh = eqn.params.get("sharding")
-            spec = getattr(sh, "spec", None)
-            aval = eqn.invars[0].aval
-            try:
-                dst = ArrayType.from_spec(aval.shape, tuple(spec) + (None,) * (len(aval.shape) - len(spec))).check(smesh)
-            except (RedistributionError, TypeError):
+    by_frames: dict = {}
+
+    def frames_of(eqn):
+        tb = eqn.source_info.traceback
+        return [(fr.file_name, fr.function_name, getattr(fr, "line_num", getattr(fr, "start_line", 0)))
+                for fr in (tb.frames if tb else [])]
+
+    def walk(jx, known, outer=(), depth=0):
+        # an inner jaxpr's tracebacks stop at its own function: its caller's frames are appended
+        if depth > 32:
+            return
+        for eqn in jx.eqns:
+            if eqn.primitive.name == "sharding_constraint":
+                spec = getattr(eqn.params.get("sharding"), "spec", None)
+                aval = eqn.invars[0].aval
+                try:
+                    parts = tuple(getattr(spec, "partitions", spec))
+                    dst = ArrayType.from_spec(aval.shape, parts + (None,) * (len(aval.shape) - len(parts))).check(smesh)
+                except (RedistributionError, TypeError, ValueError):
+                    continue
+                src = known.get(eqn.invars[0])
+                known[eqn.outvars[0]] = dst
+                by_frames.setdefault(_user_key(frames_of(eqn), path) + outer, []).append((src, dst, str(aval.dtype)))
                 continue
-            src = known.get(eqn.invars[0])
-            known[eqn.outvars[0]] = dst
-            frame = eqn.source_info.traceback.frames if eqn.source_info.traceback else []
-            lines = [(fr.file_name, fr.function_name, getattr(fr, 'line_num', getattr(fr, 'start_line', 0))) for fr in frame]
-            by_line.setdefault(lines_key(lines, rep, path), []).append((src, dst, str(aval.dtype)))
+            for sub in _subjaxprs(eqn):
+                inner = {iv: known[ov] for iv, ov in zip(sub.invars, eqn.invars)
+                         if not hasattr(ov, "val") and ov in known}
+                walk(sub, inner, _user_key(frames_of(eqn), path) + outer, depth + 1)
+
+    walk(jaxpr.jaxpr, {v: t for v, (t, _) in zip(jaxpr.jaxpr.invars, typed)})
     for f in rep.findings:
-        cands = by_line.get(f.line)
+        cands = by_frames.get(f.user_key)
         if not cands or "sharding_constraint" not in f.op_name:
+            _explain(f)
             continue
-        src, dst, dt = cands[0]
+        src, dst, dt = cands[0] if len(cands) == 1 else cands.pop(0)
         if src is None:
             f.note = "the operand's sharding is chosen by XLA here (not an input or a constraint); pass it as src="
             f.dst = str(dst)
@@ -494,11 +521,40 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
             f.note = "XLA's collectives are already as good as our plan here; nothing to change"
 
 
-def lines_key(frames, rep, path):
-    """The line a jaxpr equation reports, by the same rule as :func:`_user_frame`."""
-    entry = rep.program.rpartition(":")[2]
-    pick = _user_frame(list(frames), entry, path)
-    return f"{os.path.basename(pick[0])}:{pick[2]}" if pick else "?"
+def _explain(f: Finding) -> None:
+    """The note of a sequence that no constraint of the program asked for."""
+    if f.note:
+        return
+    prim = f.op_name.rpartition("/")[2] or f.op_name
+    if prim == "sharding_constraint":
+        f.note = ("a with_sharding_constraint; an HLO dump does not record the shardings: run the doctor on "
+                  "FILE.py:FUNCTION for our plan and the reshard line") if not f.dst else f.note
+    elif all(s.opcode.split("-start")[0] in ("all-reduce", "reduce-scatter", "reduce-scatter (fused)")
+             for s in f.steps):
+        f.note = f"part of the computation of {prim!r} (a sum over a sharded contraction), not a layout change"
+    else:
+        f.note = (f"a layout change XLA chose for {prim!r}; the compiled program does not record its shardings: "
+                  "put a reshard(...) with the sharding you want before this op to choose it yourself")
+
+
+def _user_key(frames, user_file) -> tuple:
+    """``(file name, line)`` of every frame in the user's file: the key that matches a
+    jaxpr equation to the HLO instructions lowered from it."""
+    return tuple((os.path.basename(f), ln) for f, _, ln in frames
+                 if user_file and os.path.exists(f) and os.path.samefile(f, user_file))
+
+
+def _subjaxprs(eqn):
+    """The jaxprs an equation calls (``jit``, ``custom_jvp``, ...), opened."""
+    out = []
+    for v in eqn.params.values():
+        for x in (v if isinstance(v, tuple | list) else (v,)):
+            j = getattr(x, "jaxpr", None)
+            if j is not None and hasattr(j, "eqns"):
+                out.append(j)
+            elif hasattr(x, "eqns") and hasattr(x, "invars"):
+                out.append(x)
+    return out
 
 
 def _spec_src(t) -> str:

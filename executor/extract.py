@@ -101,7 +101,10 @@ def plan_schedule(plan, dtype: str = "float32"):
                                check_vma=False), out_shardings=dst_s)
     x = jax.ShapeDtypeStruct(Layout(src_w, work).shape, jnp.dtype(dtype), sharding=src_s)
     t0 = time.perf_counter()
-    with capture_fd2() as cap:
+    from executor.run import compile_guard
+
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", "cpu (ahead of time)"), \
+            capture_fd2() as cap:  # a failure for memory is one line
         compiled = fn.lower(x).compile()
     compile_s = time.perf_counter() - t0
     itemsize = jnp.dtype(dtype).itemsize

@@ -28,8 +28,8 @@ The invariants, stated once:
   ``src=`` (the PartitionSpec it has there); without it XLA's reshard is used and the
   info says so.
 
-Limits: the search runs within ``budget_ms`` (default 2000 ms; small meshes finish well
-inside and are proven optimal, see ``info.plan.search``).
+Limits: the search runs within ``budget_ms`` (default 2000 ms; ``info.plan.search`` says
+whether it was proven optimal); each distinct reshard compiles two small programs once.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class _Program:
     fn: object  # the function of the logical array (traceable)
 
 
-def _pspec(t, unreduced_ok=True):
+def _pspec(t):
     from jax.sharding import PartitionSpec
 
     from executor.lowering import jax_axes
@@ -279,10 +279,14 @@ def _our_fn(plan, jmesh, dst_sharding, shape):
     def fn(x):
         if s_pad != tuple(shape):  # uneven source: pad to whole shards (zeros; never read back)
             x = jnp.pad(x, [(0, p - n) for p, n in zip(s_pad, shape)])
-        y = smap(x)
+        if wj is jmesh:
+            y = smap(x)
+        else:  # sub-axes: the plan's refined mesh (same devices) is the context mesh of its shard_map
+            with jax.sharding.use_abstract_mesh(wj.abstract_mesh):
+                y = smap(x)
         if d_pad != tuple(shape):  # uneven target: drop the padding
             y = lax.slice(y, (0,) * len(shape), tuple(shape))
-        if uneven:
+        if uneven or wj is not jmesh:  # the user's mesh and spec again (equivalent: no data moves)
             y = _xla_fn(dst_sharding)(y)
         return y
 
@@ -432,6 +436,16 @@ def reshard_info(x_or_shape, sharding, *, mesh=None, src=None, dtype=None, plann
     return _prepare(x_or_shape, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallback)[0].info
 
 
+@functools.lru_cache(maxsize=256)
+def _unknown_source(jmesh, dst_spec) -> _Program:
+    """XLA's reshard for a tracer whose source sharding is unknown (cached: warned once)."""
+    from jax.sharding import NamedSharding
+
+    info = ReshardInfo("xla", "the source sharding is unknown at trace time (Auto mesh axes); pass src=P(...) "
+                       "to plan it", src="?", dst=str(dst_spec), mesh=str(synth_mesh(jmesh)))
+    return _Program(info, _xla_fn(NamedSharding(jmesh, dst_spec)))
+
+
 def _prepare(x, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallback):
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec
@@ -447,13 +461,10 @@ def _prepare(x, sharding, mesh, src, dtype, planner, hardware, budget_ms, fallba
     else:
         src_spec = _source_spec(x, jmesh, src)
     if src_spec is None:
-        from jax.sharding import NamedSharding
-
-        from executor.resharding import _xla_fn as xf
-
-        return _Program(ReshardInfo("xla", "the source sharding is unknown at trace time (Auto mesh axes); "
-                                    "pass src=P(...) to plan it", src="?", dst=str(dst_spec),
-                                    mesh=str(dict(jmesh.shape))), xf(NamedSharding(jmesh, dst_spec))), jmesh
+        if fallback == "never":
+            raise ExecutorError("reshard: inside jax.jit on Auto mesh axes the source sharding is not known at "
+                                "trace time; pass src=P(...) (the sharding x has there) with fallback='never'")
+        return _unknown_source(jmesh, dst_spec), jmesh
     src_spec = PartitionSpec(*_entries(src_spec, len(shape), "reshard: src"), unreduced=_unreduced(src_spec))
     dst_spec = PartitionSpec(*_entries(dst_spec, len(shape), "reshard: the target"), unreduced=_unreduced(dst_spec))
     force = {"auto": None, "xla": "xla", "never": "ours"}[fallback]

@@ -278,12 +278,14 @@ def capture_fd2():
 
 
 # -- compile memory ---------------------------------------------------------------------------
-#: Host memory of one CPU compile (and the process around it), measured with
-#: ``executor xla-schedule --mesh x=8`` on [8{x}, N] -> [8, N{x}] (peak RSS 530 MB at a 64 MiB
-#: array, 1.45 GB at 256 MiB: about 220 MB + 4.6 bytes per array byte, on a loaded host);
-#: the estimate adds a third for layouts that keep more copies.
+#: Host memory of one CPU compile (and the process around it), measured as the peak RSS of
+#: ``executor xla-schedule`` on a loaded host: ``--mesh x=8``, [8{x}, N] -> [8, N{x}]: 530 MB at
+#: a 64 MiB array, 1.45 GB at 256 MiB (4.6 bytes per array byte); the app's default layout
+#: [R{data}, C{model}] -> P('model', 'data') on data=16,model=4 (64 devices), bfloat16: 286 MB
+#: at 8 MiB, 445 MB at 32 MiB (6.4 bytes per array byte). The estimate: 256 MiB + 8 bytes per
+#: array byte.
 COMPILE_BASE_BYTES = 256 << 20
-COMPILE_BYTES_PER_ARRAY_BYTE = 6
+COMPILE_BYTES_PER_ARRAY_BYTE = 8
 
 
 def compile_host_bytes(global_bytes: int) -> int:
@@ -298,6 +300,10 @@ def _fmt_b(n) -> str:
     return fmt_bytes(n)
 
 
+#: libtpu's two wordings: "Used 72.03G of 31.25G hbm." and "the total memory required for
+#: HLO temporaries (96.00G) exceeds available HBM (30.75G)."
+_HBM_REQUIRED = re.compile(r"required for ([\w ]+?) \(([0-9.]+)([KMGT]?)\) exceeds available (\w+) "
+                           r"\(([0-9.]+)([KMGT]?)\)")
 _HBM_USED = re.compile(r"Used ([0-9.]+)([KMGT]?) of ([0-9.]+)([KMGT]?) (\w+)")
 
 
@@ -308,14 +314,24 @@ def _memory_failure(e: BaseException) -> str | None:
     text = str(e)
     if "RESOURCE_EXHAUSTED" not in text and "Ran out of memory" not in text and "out of memory" not in text.lower():
         return None
+    unit = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     m = _HBM_USED.search(text)
     if m:
-        unit = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-        used = float(m.group(1)) * unit[m.group(2)]
-        cap = float(m.group(3)) * unit[m.group(4)]
-        return (f"the program needs {_fmt_b(used)} of {m.group(5)} per device, {_fmt_b(used - cap)} more than "
-                f"the {_fmt_b(cap)} a device has")
-    return "it ran out of memory (RESOURCE_EXHAUSTED)"
+        used, cap, space = float(m.group(1)) * unit[m.group(2)], float(m.group(3)) * unit[m.group(4)], m.group(5)
+    else:
+        m = _HBM_REQUIRED.search(text)
+        if not m:
+            return "it ran out of memory (RESOURCE_EXHAUSTED)"
+        used, cap = float(m.group(2)) * unit[m.group(3)], float(m.group(5)) * unit[m.group(6)]
+        space = f"{m.group(4)} for {m.group(1)}"
+    return (f"the program needs {_fmt_b(used)} of {space} per device, {_fmt_b(used - cap)} more than "
+            f"the {_fmt_b(cap)} a device has")
+
+
+class CompileMemoryError(ExecutorError):
+    """A compile that failed (or would fail) for memory."""
+
+    kind = "memory"
 
 
 @contextlib.contextmanager
@@ -351,7 +367,7 @@ def compile_guard(what: str, compiler: str, global_bytes: int | None = None):
         if why is None:
             raise
         need = f" (estimated {_fmt_b(est)} of host memory)" if est else ""
-        raise ExecutorError(f"{what}: the {compiler} compile failed for memory: {why}{need}; "
+        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; "
                             "choose a smaller array or a larger machine") from None
     finally:
         if lock is not None:
@@ -368,6 +384,12 @@ def _compiler_of(x) -> str:
 
 
 def _nbytes(x) -> int | None:
+    """Bytes of a real array's buffers; None for an abstract one (``jax.ShapeDtypeStruct``:
+    an ahead-of-time compile allocates no buffers, so its host memory is not estimated)."""
+    import jax
+
+    if not isinstance(x, jax.Array):
+        return None
     try:
         return int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
     except Exception:  # noqa: BLE001

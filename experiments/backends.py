@@ -174,6 +174,11 @@ def _target_xla_schedule(case: Case, planner: str, itemsize: int, machine, place
     return sched
 
 
+class TargetRejected(ExperimentError):
+    """The machine's compiler has no such machine (a TPU slice libtpu does not make, e.g.
+    6 chips), as opposed to a program that fails to compile."""
+
+
 def compiled_plan_schedule(case: Case, plan, itemsize: int, machine, placement=None,
                            strategy: str = "ours") -> Schedule:
     """Our plan (or Shardy's, ``strategy='shardy-r2c'``) compiled by ``machine``'s own
@@ -182,9 +187,14 @@ def compiled_plan_schedule(case: Case, plan, itemsize: int, machine, placement=N
     from executor.compare import compiled_schedule
 
     mesh, src, dst = case.parsed()
+    from executor.tpu import TargetError
+
     place = resolve_placement(placement, mesh) if compiler_for(machine) == "libtpu" else None
-    sched = compiled_schedule(machine.spec, strategy, mesh, src, dst, plan=plan,
-                              dtype=_dtype_for(case, itemsize), placement=place)
+    try:
+        sched = compiled_schedule(machine.spec, strategy, mesh, src, dst, plan=plan,
+                                  dtype=_dtype_for(case, itemsize), placement=place)
+    except TargetError as e:
+        raise TargetRejected(str(e)) from None
     sched = slices_as_slices(sched)
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize})
     return sched
@@ -534,6 +544,12 @@ def print_tpu_memory(args) -> int:
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
     rep = tpu_memory(split(args.suites), split(args.profiles), args.planner,
                      progress=None if args.json else progress)
+    bad = [r for r in rep["rows"] if r["status"] != "ok"]
+    if rep["rows"] and len(bad) == len(rep["rows"]):  # nothing compiled: a failure, not a table of errors
+        from experiments.case import ExperimentError
+
+        raise ExperimentError(f"tpu-memory: all {len(bad)} cases failed; the first ({bad[0]['case']} on "
+                              f"{bad[0]['profile']}): {str(bad[0].get('error', ''))[:200]}")
     if args.json:
         print(json.dumps(rep, default=str))
         return 0

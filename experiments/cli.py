@@ -5,6 +5,7 @@
     python -m experiments report results/smoke            # writes results/smoke/report.html
     python -m experiments report results/smoke --markdown # the summary as a markdown table
     python -m experiments suites [--suite transformer]    # list the suites' cases
+    python -m experiments weight-sync experiments/configs/weight-sync/perplexity-kimi-k2.yaml [--json]
 
 Every command has ``--json`` (one JSON document on stdout). User errors print one
 line to stderr and exit with status 2.
@@ -69,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     tm.add_argument("--planner", default="auto", choices=sorted(PLANNERS), help="our planner (default: %(default)s)")
     tm.add_argument("--json", action="store_true", help="print one JSON document")
+    ws = sub.add_parser("weight-sync", help="plan and simulate a whole-model weight sync across meshes",
+                        description="Every parameter of a model from the training mesh to the inference mesh, "
+                        "in buckets under a staging cap, simulated with the baselines (docs/crossmesh.md).")
+    ws.add_argument("config", help="YAML, e.g. experiments/configs/weight-sync/perplexity-kimi-k2.yaml")
+    ws.add_argument("--json", action="store_true", help="print one JSON document")
     s = sub.add_parser("suites", help="list suites and their cases")
     s.add_argument("--suite", default=None, help="only this suite")
     s.add_argument("--json", action="store_true", help="print one JSON document")
@@ -94,6 +100,10 @@ def main(argv=None) -> int:
             return _report(args)
         if args.cmd == "suites":
             return _suites(args)
+        if args.cmd == "weight-sync":
+            from experiments.weightsync import run as run_weight_sync
+
+            return run_weight_sync(args.config, args.json)
         if args.cmd == "tpu-memory":
             from experiments.backends import print_tpu_memory
 

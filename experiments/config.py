@@ -370,7 +370,7 @@ def load_config(path) -> Config:
 
     from synth.fileio import read_text
 
-    text = read_text(path, "config file")
+    text = read_text(path, "config file", limit_name="yaml_bytes")  # a regular file, capped before reading
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -89,7 +89,9 @@ def paired(df, ours: str, other: str):
         return j
     j["speedup_any"] = j["time_s_other"] / j["time_s_ours"]
     # a total-time ratio only between schedules from the same compiler
-    j["comparable"] = j["compiler_ours"] == j["compiler_other"]
+    # (against a baseline, only where that compiler is the machine's own: never 'none' on both)
+    j["comparable"] = (j["compiler_ours"] == j["compiler_other"]) & (
+        ~j["planner_other"].isin(BASELINES) | (j["compiler_other"] != "none"))
     j["speedup"] = j["speedup_any"].where(j["comparable"])
     j["compilers"] = j["compiler_ours"].astype(str) + " / " + j["compiler_other"].astype(str)
     if "comm_time_s_ours" in j:

@@ -411,6 +411,10 @@ class _native_stderr_to:
         return False
 
 
+#: Where ``ray start --head`` records the address of the cluster it started on this host.
+RAY_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
 def _resolve_auto() -> str:
     """``--address auto``: the cluster this host runs (``RAY_ADDRESS``, else the address
     ``ray start --head`` records in /tmp/ray/ray_current_cluster); refused at once when
@@ -421,12 +425,12 @@ def _resolve_auto() -> str:
     from synth.fileio import FileError, read_text
 
     try:
-        text = read_text("/tmp/ray/ray_current_cluster", "Ray's cluster file", 4096).strip()
+        text = read_text(RAY_CLUSTER_FILE, "Ray's cluster file", 4096).strip()
     except FileError:
         text = ""
     if not text:
-        raise ExperimentError("--address auto: no Ray cluster runs on this host (RAY_ADDRESS is unset and "
-                              "/tmp/ray/ray_current_cluster does not exist); start one with 'ray start --head' "
+        raise ExperimentError(f"--address auto: no Ray cluster runs on this host (RAY_ADDRESS is unset and "
+                              f"{RAY_CLUSTER_FILE} does not exist); start one with 'ray start --head' "
                               "or omit --address for a local Ray")
     return text.splitlines()[0].strip()
 
@@ -487,7 +491,8 @@ def _deadline(seconds: float, what: str):
         raise _Timeout()
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    t0 = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)  # an enclosing alarm, if any
     try:
         yield
     except _Timeout:
@@ -496,6 +501,8 @@ def _deadline(seconds: float, what: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer > 0:  # give the enclosing alarm back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - t0)))
 
 
 class _Timeout(BaseException):

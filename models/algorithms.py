@@ -108,10 +108,12 @@ def expand(op, topo, chips, algorithm: str) -> list[Unit]:
                 continue
             per = op.send_bytes / (n - 1)
             flows = []
+            split = topo.route_split      # ties on a wrapped ring: half the bytes each way
             for i in range(n):
                 for j in range(1, n):
                     a, b = g[i], g[(i + j) % n]
-                    flows.append((a, b, per, route(chips[a], chips[b])))
+                    for r, share in split(chips[a], chips[b]):
+                        flows.append((a, b, per * share, r))
             u = Unit("direct", tuple(g), flows=tuple(flows))
             u.links = {lk for f in flows for lk in f[3]}
             units.append(u)
@@ -119,9 +121,9 @@ def expand(op, topo, chips, algorithm: str) -> list[Unit]:
         for a, b in op.pairs:
             if a == b:
                 continue
-            r = route(chips[a], chips[b])
-            u = Unit("direct", (a, b), flows=((a, b, float(op.send_bytes), r),))
-            u.links = set(r)
+            fl = tuple((a, b, float(op.send_bytes) * share, r) for r, share in topo.route_split(chips[a], chips[b]))
+            u = Unit("direct", (a, b), flows=fl)
+            u.links = {lk for f in fl for lk in f[3]}
             units.append(u)
     return units
 

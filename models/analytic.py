@@ -442,6 +442,10 @@ def latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips) -> np.n
         return out
     chips = np.asarray(list(chips), dtype=np.int64)
     exact = P <= LATENCY_EXACT_MAX_DEVICES and not src.unreduced and not dst.unreduced
+    if not exact:
+        # the nearest other device is at least one hop away (the machine's least hop)
+        out[needy] = _least_hop_s(machine)
+        return out
     if exact:
         s0, s1 = src.regions(mesh)
         d0, d1 = dst.regions(mesh)

@@ -541,12 +541,13 @@ def _plan_direct(op, machine, topo, chips):
     bw, lat, _ = _kind_params(machine, topo, kind)
     ph = Phase()
     lat_max = 0.0
+    split = topo.route_split          # ties on a wrapped ring: half the bytes each way round
     if kind == "permute":
         for a, b in op.pairs:
             if a != b and op.send_bytes > 0:
-                r = _route(topo, chips[a], chips[b])
-                ph.add(r, op.send_bytes)
-                lat_max = max(lat_max, _route_latency(lat, r))
+                for r, share in split(chips[a], chips[b]):
+                    ph.add(r, op.send_bytes * share)
+                    lat_max = max(lat_max, _route_latency(lat, r))
         size = float(op.send_bytes)
         n = 2
     else:
@@ -557,13 +558,15 @@ def _plan_direct(op, machine, topo, chips):
             per = op.send_bytes / (n - 1)
             for i in range(n):
                 for j in range(1, n):
-                    r = _route(topo, chips[g[i]], chips[g[(i + j) % n]])
-                    ph.add(r, per)
-                    lat_max = max(lat_max, _route_latency(lat, r))
+                    for r, share in split(chips[g[i]], chips[g[(i + j) % n]]):
+                        ph.add(r, per * share)
+                        lat_max = max(lat_max, _route_latency(lat, r))
         size = float(op.in_bytes)
         n = len(op.groups[0]) if op.groups else 1
     if machine.has_protocols and machine.kind == "switched":
         alpha, hopl = machine.protocol_latency_s("Simple")
+        if kind == "all_to_all":
+            alpha = max(alpha, machine.a2a_latency_s)
         ph.latency_s = hopl + lat_max
     else:
         alpha = machine.alpha_s(kind)
@@ -794,6 +797,7 @@ def direct_all_to_all_loads(op, machine, chips=None) -> dict | None:
     lat_max = max(lat_up, lat_dn)
     if machine.has_protocols and machine.kind == "switched":
         alpha, hopl = machine.protocol_latency_s("Simple")
+        alpha = max(alpha, machine.a2a_latency_s)
         latency = hopl + lat_max
     else:
         alpha, latency = machine.alpha_s("all_to_all"), lat_max
@@ -885,47 +889,57 @@ def torus_all_to_all_loads(op, machine, chips=None) -> dict | None:
             cur = co[src].copy()
             tgt = co[dst]
             hops = np.zeros(len(src), dtype=np.int64)
+            routes_per_pair = np.ones(len(src), dtype=np.int64)   # 2**(tied dims): split flows
             for k, s in enumerate(dims):
                 if s < 2:
                     continue
                 ca, cb = cur[:, k], tgt[:, k]
                 if wrap[k]:
                     fwd = (cb - ca) % s
-                    plus = fwd <= s - fwd
-                    length = np.where(plus, fwd, s - fwd)
+                    # a tie (both ways s/2 long, s > 2) sends half each way, as Topology.route_split
+                    tie = (fwd == s - fwd) & (s > 2)
+                    plus = (fwd < s - fwd) | tie
+                    minus = (fwd > s - fwd) | tie
+                    length = np.where(fwd <= s - fwd, fwd, s - fwd)
                 else:
+                    tie = np.zeros(len(ca), dtype=bool)
                     plus = cb > ca
+                    minus = ~plus
                     length = np.abs(cb - ca)
-                start = np.where(plus, ca, (cb + 1) % s)
+                share = np.where(tie, 0.5, 1.0)
+                routes_per_pair = routes_per_pair * np.where(tie, 2, 1)
                 hops += length
                 node_base = (cur * np.asarray(strides, dtype=np.int64)).sum(axis=1) - ca * strides[k]
                 line = (node_base // (strides[k] * s)) * strides[k] + node_base % strides[k]
                 nlines = P // s
-                for j, sel in enumerate((plus, ~plus)):
+                for j, sel in enumerate((plus, minus)):
                     m = sel & (length > 0)
                     if not m.any():
                         continue
-                    ln, st, le = line[m], start[m], length[m]
+                    st_all = ca if j == 0 else (cb + 1) % s
+                    ln, st, le, wt = line[m], st_all[m], length[m], share[m]
                     end = st + le
                     wrapd = end > s
                     w1 = s + 1
                     idx = [ln * w1 + st, ln * w1 + np.minimum(end, s),
                            ln[wrapd] * w1, ln[wrapd] * w1 + (end[wrapd] - s)]
+                    wts = [wt, wt, wt[wrapd], wt[wrapd]]
                     sgn = [1.0, -1.0, 1.0, -1.0]
                     diff = np.zeros(nlines * w1)
-                    for ix, sg in zip(idx, sgn):
-                        diff += sg * np.bincount(ix, minlength=nlines * w1)
+                    for ix, w, sg in zip(idx, wts, sgn):
+                        diff += sg * np.bincount(ix, weights=w, minlength=nlines * w1)
                     per_pos = np.cumsum(diff.reshape(nlines, w1), axis=1)[:, :s]   # (line, pos)
                     lines = np.arange(nlines)
                     base = (lines // strides[k]) * strides[k] * s + lines % strides[k]
                     nodes = base[:, None] + np.arange(s)[None, :] * strides[k]
                     links = table[nodes, k, j]
-                    used = per_pos > 0.5
+                    used = per_pos > 0.25
                     if (links[used] < 0).any():
                         return None
                     np.add.at(count, links[used], per_pos[used])
                 cur[:, k] = cb
             max_hops = max(max_hops, int(hops.max()) if len(hops) else 0)
+            flows += int(routes_per_pair.sum()) - len(src)
         load += per * count
     alpha = machine.alpha_s("all_to_all")
     return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows, a2a_ramp(machine, op))

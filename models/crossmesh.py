@@ -9,7 +9,7 @@
   for the replay (``engine: "aggregate"``, the same rule as the simulator's aggregated
   all-to-all).
 * :func:`cut_bound_terms` -- what any plan needs, in seconds: every device's receive need
-  over its ingress bandwidth (``injection``); every node's need from outside the node over
+  over its ingress bandwidth (``injection(device d)``); every node's need from outside the node over
   the node's NIC ingress (``nic_in(node n)``), and the bytes that only node ``m`` holds
   and others need over its NIC egress (``nic_out(node m)``); the same summed over the
   nodes of each group (``cut(... )``: the links between the groups). Bandwidths are line
@@ -136,12 +136,10 @@ def cut_bound_terms(machine, src_mesh, src, dst_mesh, dst, itemsize: int) -> dic
     topo = machine.topology
     terms = {}
     per_dev = need_bytes(src_mesh, src, dst_mesh, dst, itemsize)
-    inj = 0.0
     for d, n in per_dev.items():
         bw = topo.in_bandwidth(d)
         if n > 0 and bw > 0:
-            inj = max(inj, n / bw)
-    terms["injection"] = inj
+            terms[f"injection(device {d})"] = n / bw
     nodes = _node_caps(machine)
     if nodes is None:
         return terms
@@ -165,18 +163,37 @@ def cut_bound_terms(machine, src_mesh, src, dst_mesh, dst, itemsize: int) -> dic
         members = {d for m in a_only for d in range(m * gpn, (m + 1) * gpn)}
         e = egress_bytes(src_mesh, src, dst_mesh, dst, itemsize, members)
         if e > 0:
-            terms["cut(A's nodes -> B)"] = e / float(sum(cout[m] for m in a_only))
+            terms[f"cut(nodes {_span(a_only)} -> B)"] = e / float(sum(cout[m] for m in a_only))
     b_only = [n for n in b_nodes if n not in a_nodes]
     if b_only:
         members = {d for d in idb if d // gpn in b_only}
         need = need_bytes(src_mesh, src, dst_mesh, dst, itemsize, groups={"b": members})["b"]
         if need > 0:
-            terms["cut(A -> B's nodes)"] = need / float(sum(cin[n] for n in b_only))
+            terms[f"cut(A -> nodes {_span(b_only)})"] = need / float(sum(cin[n] for n in b_only))
     return terms
 
 
+def _span(nodes) -> str:
+    from synth.mesh import format_device_ids
+
+    return format_device_ids(sorted(nodes))
+
+
 def cross_lower_bound_s(machine, src_mesh, src, dst_mesh, dst, itemsize: int) -> tuple[float, str, dict]:
-    """``(seconds, the binding term, all terms)``."""
+    """``(seconds, the binding term, all terms)``; nothing to move gives ``(0, "none", {})``.
+    Each term names one cut (one device, one node, one set of nodes), so the terms of several
+    arrays moved by one schedule add up name by name (:func:`sum_terms`)."""
     terms = cut_bound_terms(machine, src_mesh, src, dst_mesh, dst, itemsize)
+    if not terms:
+        return 0.0, "none", {}
     kind = max(terms, key=terms.get)
     return float(terms[kind]), kind, terms
+
+
+def sum_terms(parts) -> dict:
+    """The terms of several arrays moved by one schedule: every cut carries all of them."""
+    out: dict = {}
+    for t in parts:
+        for k, v in t.items():
+            out[k] = out.get(k, 0.0) + v
+    return out

@@ -1,14 +1,15 @@
 """The machine's cost of a plan, for the ``auto`` planner.
 
 ``synth`` never imports ``models``; the planner takes a cost model object instead
-(see :mod:`synth.auto`). :func:`machine_cost` builds one from a hardware profile and
+(see :mod:`synth.planners`). :func:`machine_cost` builds one from a hardware profile and
 a placement: each device-level op costs :func:`models.analytic.op_time_s` on the
 machine's topology, so a calibrated profile or another placement changes the plan.
 
 The bounds the search prunes with must never exceed a real plan's cost:
 
-* ``comm_floor_s``: the smallest launch cost ``alpha_s`` of any communicating kind: every
-  communicating op pays at least its own.
+* ``comm_floor_s``: :func:`models.analytic.launch_floor_s` (and no more than the smallest
+  ``alpha_s``): every communicating op pays at least it -- on NVIDIA profiles with NCCL
+  protocols a protocol's base latency, which is below ``alpha_s``.
 * ``bytes_lower_bound_s(n)``: ``floor + n / (largest incoming bandwidth of any chip)``;
   ``plan_lower_bound_s(need)``: ``floor + max_d need_d / in_bandwidth(chip of d)``. Every op
   of :func:`models.analytic.op_time_s` lasts at least as long as its slowest device takes
@@ -27,7 +28,7 @@ COMM_KINDS = ("all_gather", "all_to_all", "permute", "all_reduce", "reduce_scatt
 
 
 class MachineCost:
-    """Cost model of ``synth.auto`` on a machine: ``op_time_s(op)`` is
+    """Cost model of ``synth.planners.auto`` on a machine: ``op_time_s(op)`` is
     :func:`models.analytic.op_time_s` with the placement's chips."""
 
     needs_devices = True
@@ -38,7 +39,11 @@ class MachineCost:
         n = machine.num_devices
         self.chips = list(chips) if chips is not None else list(range(n))
         self.name = label or f"analytic model of {machine.spec}"
-        self._floor = min(float(machine.alpha_s(k)) for k in COMM_KINDS)
+        # the least fixed cost op_time_s charges a communicating op: on NVIDIA profiles with NCCL
+        # protocols that is a protocol's base latency (LL 6.6 us on H100), below alpha_s (10 us)
+        from models.analytic import launch_floor_s
+
+        self._floor = min(launch_floor_s(machine), min(float(machine.alpha_s(k)) for k in COMM_KINDS))
         topo = machine.topology
         cache: dict = {}
         bw = np.empty(len(self.chips))

@@ -79,9 +79,10 @@ _OPTIONAL = {
     "ramp_size_exponent": (float, 1.0),   # ramp = 1 / (1 + (h / S) ** exponent); 1 = S / (S + h)
     "pair_efficiency": (float, 0.0),      # link efficiency of a 2-rank group (0 = link_efficiency)
     "a2a_efficiency": (float, 0.0),       # achieved / line rate of an all-to-all's sends (0 = link_efficiency)
-    "a2a_ramps": (int, 0),
+    "a2a_ramps": (int, 0),                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "a2a_latency_s": (float, 0.0),        # fixed latency of an all-to-all's grouped sends (0 = Simple's)
     "nvls_tree_busbw_2node_Bps": (float, 0.0),  # NCCL's NVLS-tree bus bandwidth cap over 2 nodes (0 = none)
-    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
+    "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes
     "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
     "ll_base_latency_s": (float, 0.0),    # NCCL protocol LL / LL128 / Simple: fixed latency ...
     "ll128_base_latency_s": (float, 0.0),
@@ -148,6 +149,7 @@ class HardwareProfile:
     pair_efficiency: float = 0.0
     a2a_efficiency: float = 0.0
     a2a_ramps: int = 0
+    a2a_latency_s: float = 0.0
     nvls_tree_busbw_2node_Bps: float = 0.0
     nvls_tree_busbw_Bps: float = 0.0
     reduce_bandwidth_Bps: float = 0.0
@@ -403,17 +405,17 @@ def load_profile(spec, size: str | None = None) -> HardwareProfile:
     if isinstance(spec, HardwareProfile):
         return spec if size is None else resize(spec, size)
     if not isinstance(spec, (str, os.PathLike)):
-        raise ProfileError(f"load_profile: expected a string like 'tpu-v4:4x4x4', got {spec!r}")
+        raise ProfileError(f"hardware: expected a string like 'tpu-v4:4x4x4', got {str(spec)[:60]!r}")
     text = str(spec).strip()
     if not text:
-        raise ProfileError("load_profile: empty hardware spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
+        raise ProfileError("hardware: empty spec; write e.g. 'tpu-v4:4x4x4' or 'cpu-host:8'")
     name, size_text = text, size
     head, sep, tail = text.rpartition(":")
     if sep and _SIZE_RE.match(tail.strip()):
         name, size_text = head.strip(), tail.strip() if size is None else size
     elif sep and not os.path.exists(text):
         raise ProfileError(
-            f"load_profile({text!r}): size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
+            f"hardware {text!r}: size {tail!r} is malformed; write sizes as '4x4x4' (torus), "
             "'2' or '2x8' (nodes x GPUs) or '8' (CPU devices)")
     path = _resolve(name)
     try:
@@ -440,7 +442,7 @@ def _resolve(name: str) -> Path:
     if p.suffix in (".yaml", ".yml", ".json") or os.sep in name and not name.startswith("calibrated/"):
         if p.is_file() or os.path.lexists(p):  # a folder, FIFO or link is refused by the reader
             return p
-        raise ProfileError(f"load_profile: profile file {name!r} does not exist")
+        raise ProfileError(f"hardware: profile file {name!r} does not exist")
     cands = []
     if name.startswith("calibrated/"):
         stem = name.split("/", 1)[1]
@@ -454,7 +456,7 @@ def _resolve(name: str) -> Path:
     if p.is_file():
         return p
     raise ProfileError(
-        f"load_profile: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
+        f"hardware: unknown hardware profile {name!r}; available: {', '.join(available_profiles())} "
         "(or give a path to a .yaml/.json profile file)")
 
 

@@ -189,10 +189,36 @@ class Topology:
             self._routes[key] = r
         return r
 
+    def route_split(self, a: int, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:
+        """``((route, share), ...)``: how traffic from ``a`` to ``b`` is spread over routes. On a
+        torus, a dimension whose two ways round are equally short (distance ``s/2`` on a wrapped
+        ring of even size ``s``) carries half the bytes each way, so a 4-chip ring's 2-hop
+        traffic uses both directions (dimension order otherwise, as :meth:`route`); with ``t``
+        such dimensions, ``2**t`` routes of ``1/2**t`` each. Elsewhere one route of share 1."""
+        if not self._torus:
+            return ((self.route(a, b), 1.0),)
+        key = ("split", a, b)
+        r = self._routes.get(key)
+        if r is not None:
+            return r
+        dims, wrap, strides = self._torus
+        ties = [k for k, s in enumerate(dims) if s > 2 and wrap[k] and s % 2 == 0
+                and (((b // strides[k]) % s) - ((a // strides[k]) % s)) % s == s // 2]
+        if not ties:
+            r = ((self.route(a, b), 1.0),)
+        else:
+            out = []
+            for mask in range(1 << len(ties)):
+                minus = {k for i, k in enumerate(ties) if mask >> i & 1}
+                out.append((self._torus_route(a, b, minus), 1.0 / (1 << len(ties))))
+            r = tuple(out)
+        self._routes[key] = r
+        return r
+
     def hops(self, a: int, b: int) -> int:
         return len(self.route(a, b))
 
-    def _torus_route(self, a: int, b: int) -> tuple[int, ...]:
+    def _torus_route(self, a: int, b: int, minus_on_tie=frozenset()) -> tuple[int, ...]:
         dims, wrap, strides = self._torus
         out, cur, lid = [], a, self.link_id
         for k, s in enumerate(dims):
@@ -203,7 +229,8 @@ class Topology:
                 continue
             if wrap[k]:
                 fwd = (cb - ca) % s
-                step, n = (1, fwd) if fwd <= s - fwd else (-1, s - fwd)
+                plus = fwd < s - fwd or (fwd == s - fwd and k not in minus_on_tie)
+                step, n = (1, fwd) if plus else (-1, s - fwd)
             else:
                 step, n = (1, cb - ca) if cb > ca else (-1, ca - cb)
             for _ in range(n):

@@ -60,13 +60,15 @@ def _group_size(op) -> int:
 def op_bandwidths(res) -> list[dict]:
     """Per op of ``res`` (a ``SimResult``): ``nccl_bytes`` (S), ``group_size`` (n),
     ``algbw_Bps``, ``busbw_Bps`` (``None`` for local ops and zero-time ops),
-    ``link_peak_Bps`` (one link, one direction) and ``bus_peak_Bps`` (the largest
-    injection bandwidth of a participating chip: all its links, one direction)."""
+    ``link_peak_Bps`` (the line rate of one physical link -- one NVLink, one ICI link -- in one
+    direction: the profile's ``link_bandwidth_Bps``, 25 GB/s on H100, not the 450 GB/s of its 18
+    NVLinks to the switch together) and ``bus_peak_Bps`` (the largest injection bandwidth of a
+    participating chip: all its links, one direction)."""
     machine = res.machine
     topo = machine.topology
     chips = res.placement.chips
     sched_ops = res.schedule.ops
-    link_peak = float(max(topo.bandwidth)) if len(topo.bandwidth) else None
+    link_peak = float(machine.link_bandwidth_Bps) if len(topo.bandwidth) else None
     inj_cache: dict = {}
 
     def inj(chip):

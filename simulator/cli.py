@@ -178,11 +178,15 @@ def _run(args):
 
 def _profiles(args):
     from models import available_profiles, load_profile
+    from models.analytic import launch_floor_s
 
     out, broken = [], []
     for n in available_profiles():
         try:
-            out.append(load_profile(n).to_dict())
+            m = load_profile(n)
+            # the least fixed cost the model charges a communicating op (NCCL's LL base latency on
+            # NVIDIA profiles, not alpha): the launch part of the lower bound's latency term
+            out.append({**m.to_dict(), "launch_floor_s": launch_floor_s(m)})
         except RedistributionError as e:  # a broken calibrated file must not hide the others
             broken.append({"name": n, "error": str(e)})
     if args.json:
@@ -194,6 +198,7 @@ def _profiles(args):
         print(f"{d['spec']:<24} {d['kind']:<9} {d['num_devices']:>5} devices  link "
               f"{d['link_bandwidth_Bps'] / 1e9:7.1f} GB/s x{d['links_per_chip']:<3} "
               f"{d['link_latency_s'] * 1e6:5.2f} us/hop  alpha {d['launch_overhead_s'] * 1e6:5.1f} us  "
+              f"floor {d['launch_floor_s'] * 1e6:5.1f} us  "
               f"HBM {d['hbm_bandwidth_Bps'] / 1e9:6.0f} GB/s {d['hbm_capacity_bytes'] / 2**30:6.1f} GiB")
 
 

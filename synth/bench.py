@@ -73,57 +73,184 @@ def _is_even(t, mesh) -> bool:
     return all(d.size % math.prod(mesh.shape[a] for a in d.axes) == 0 for d in t.dims)
 
 
+def _with_pending(rng: random.Random, mesh: Mesh, t: ArrayType, other: ArrayType | None = None):
+    """``t`` with one or two replicated axes of size > 1 (not used by ``other``'s
+    pending set... any) turned into pending sums, when it has such axes."""
+    free = [a for a, n in mesh.axes if n > 1 and a not in t.used_axes]
+    if not free:
+        return t
+    k = min(len(free), rng.choice((1, 1, 2)))
+    return t.with_unreduced(tuple(sorted(rng.sample(free, k))))
+
+
 def bench_cases(cases: int, seed: int, max_axes: int = 6, max_rank: int = 4):
-    """The benchmark's cases: half with the paper's precondition, half without; types
-    divide evenly (``auto`` does not search padded or pending-sum types yet)."""
+    """The benchmark's cases, in four equal shares: the paper's precondition; even dims
+    without it; uneven dims (padded shards); pending sums (in the source, the target or
+    both)."""
     from synth.errors import RedistributionError
 
     rng = random.Random(seed)
     out = []
     for i in range(cases):
+        k = i % 4
         while True:
             try:  # (a case whose array exceeds the element limit is drawn again)
-                out.append(random_case(rng, max_axes, max_rank, precondition=bool(i % 2), even=True))
+                if k == 0:
+                    c = random_case(rng, max_axes, max_rank, precondition=True, even=True)
+                elif k == 1:
+                    c = random_case(rng, max_axes, max_rank, precondition=False, even=True)
+                elif k == 2:
+                    c = random_case(rng, max_axes, max_rank, precondition=False,
+                                    shapes=(3, 5, 6, 7, 10, 12, 16, 24, 50, 100))
+                else:
+                    mesh, src, dst = random_case(rng, max_axes, max_rank, precondition=bool(i % 8 == 3),
+                                                 even=True)
+                    r = rng.random()
+                    if r < 0.6:
+                        src = _with_pending(rng, mesh, src)
+                    if r >= 0.3:
+                        dst = _with_pending(rng, mesh, dst)
+                    c = (mesh, src, dst)
+                out.append(c)
                 break
             except RedistributionError:
                 continue
     return out
 
 
+def plan_digest(plan) -> str:
+    """A digest of what a plan does (steps and the type after each), for comparing runs."""
+    import hashlib
+    import json
+
+    body = [[c.to_dict(), str(t)] for c, t in zip(plan.steps, plan.types)]
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class cpu_burners:
+    """Context manager: ``n`` processes that spin on the CPU until the block ends (stopped
+    by their own pids)."""
+
+    def __init__(self, n: int):
+        self.n = int(n)
+        self.procs = []
+
+    def __enter__(self):
+        import subprocess
+        import sys
+
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL) for _ in range(self.n)]
+        time.sleep(0.2 if self.n else 0)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+        return False
+
+
 def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max_axes: int = 6,
-              max_rank: int = 4, budget_ms: float | None = None) -> dict:
-    """Synthesis time per planner over the same seeded cases, measured side by side."""
+              max_rank: int = 4, auto_kw: dict | None = None, runs: int = 1, burn: int = 0) -> dict:
+    """Synthesis time per planner over the same seeded cases, measured side by side;
+    ``runs`` passes over the cases (the last with ``burn`` CPU burner processes beside it)
+    whose plans are compared digest by digest."""
     from synth.planners import synthesize
 
     if isinstance(planners, str):
         planners = (planners,)
+    if isinstance(auto_kw, (int, float)):  # the old positional budget_ms
+        auto_kw = {"budget_ms": auto_kw}
+    auto_kw = dict(auto_kw or {})
     inputs = bench_cases(cases, seed, max_axes, max_rank)
     for p in planners:
         synthesize(*inputs[0], planner=p)  # warm imports
-    times = {p: [] for p in planners}
-    within = {p: 0 for p in planners}
-    optimal = 0
-    for mesh, src, dst in inputs:
+    kinds = ("precondition", "even", "uneven", "pending")
+    digests = []
+    per_run = []
+    for run in range(runs):
+        times = {p: [] for p in planners}
+        cpu = {p: [] for p in planners}
+        within = {p: 0 for p in planners}
+        optimal = states = moves = capped = out_of_work = 0
+        auto_s = 0.0
+        dig = []
+        with cpu_burners(burn if run == runs - 1 else 0):
+            for mesh, src, dst in inputs:
+                for p in planners:
+                    kw = auto_kw if p == "auto" else {}
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    plan = synthesize(mesh, src, dst, planner=p, **kw)
+                    dt = time.perf_counter() - t0
+                    times[p].append(dt)
+                    cpu[p].append(time.process_time() - c0)
+                    within[p] += plan.bound_holds
+                    dig.append(plan_digest(plan))
+                    if p == "auto" and plan.search:
+                        optimal += bool(plan.search.get("optimal"))
+                        states += int(plan.search.get("states", 0))
+                        moves += int(plan.search.get("moves", 0))
+                        capped += bool(plan.search.get("cap_fired"))
+                        out_of_work += plan.search.get("moves", 0) >= plan.search.get("budget_moves", 1 << 62)
+                        auto_s += cpu[p][-1]
+        digests.append(dig)
+        r = {"planners": {}, "burners": burn if run == runs - 1 else 0}
         for p in planners:
-            kw = {"budget_ms": budget_ms} if (p == "auto" and budget_ms is not None) else {}
-            t0 = time.perf_counter()
-            plan = synthesize(mesh, src, dst, planner=p, **kw)
-            times[p].append(time.perf_counter() - t0)
-            within[p] += plan.bound_holds
-            if p == "auto" and plan.search and plan.search.get("optimal"):
-                optimal += 1
+            ms = np.array(times[p]) * 1e3
+            cms = np.array(cpu[p]) * 1e3
+            r["planners"][p] = {
+                "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+                "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
+                "cpu_p50_ms": float(np.percentile(cms, 50)), "cpu_p99_ms": float(np.percentile(cms, 99)),
+                "cpu_max_ms": float(cms.max()),
+                "within_bound": int(within[p]),
+                "by_kind_p99_ms": {k: float(np.percentile(ms[i::4], 99)) for i, k in enumerate(kinds)
+                                   if len(ms[i::4])},
+            }
+        if "auto" in planners:
+            r["planners"]["auto"].update(
+                proven_optimal=optimal, states=states, moves=moves, cap_fired=capped,
+                work_budget_exhausted=int(out_of_work),
+                states_per_s=states / auto_s if auto_s else 0.0, moves_per_s=moves / auto_s if auto_s else 0.0)
+        per_run.append(r)
+    same = all(d == digests[0] for d in digests[1:])
+    diff = [i for i in range(len(digests[0])) if any(d[i] != digests[0][i] for d in digests[1:])]
     out = {"cases": cases, "seed": seed, "max_axes": max_axes, "max_rank": max_rank,
-           "budget_ms": budget_ms, "planners": {}}
-    for p in planners:
-        ms = np.array(times[p]) * 1e3
-        out["planners"][p] = {
-            "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "max_ms": float(ms.max()), "mean_ms": float(ms.mean()),
-            "within_bound": int(within[p]),
-        }
-    if "auto" in planners:
-        out["planners"]["auto"]["proven_optimal"] = optimal
+           "auto_kw": auto_kw, "kinds": list(kinds), "runs": runs, "burn": burn,
+           "planners": per_run[0]["planners"], "per_run": per_run,
+           "identical_plans": bool(same), "differing_cases": diff[:20]}
     return out
+
+
+def format_bench(res: dict) -> str:
+    lines = [f"synth bench: {res['cases']} seeded random cases (seed {res['seed']}, rank <= "
+             f"{res['max_rank']}, <= {res['max_axes']} mesh axes; a quarter each: the paper's "
+             "precondition, even dims, uneven dims, pending sums), timed side by side"]
+    for k, run in enumerate(res["per_run"]):
+        if res["runs"] > 1:
+            lines.append(f" run {k + 1}" + (f" (with {run['burners']} CPU burner processes)"
+                                            if run["burners"] else ""))
+        for p, r in run["planners"].items():
+            extra = ""
+            if "proven_optimal" in r:
+                extra = (f"   proven optimal {r['proven_optimal']}   {r['states_per_s']:.0f} states/s, "
+                         f"{r['moves_per_s']:.0f} moves/s   work budget exhausted "
+                         f"{r['work_budget_exhausted']}   wall-clock cap fired {r['cap_fired']}")
+            lines.append(f"  {p:7s} wall p50 {r['p50_ms']:8.3f} ms   p99 {r['p99_ms']:8.3f} ms   max "
+                         f"{r['max_ms']:8.3f} ms;  CPU p50 {r['cpu_p50_ms']:8.3f} ms   p99 "
+                         f"{r['cpu_p99_ms']:8.3f} ms   max {r['cpu_max_ms']:8.3f} ms")
+            lines.append(f"          within bound {r['within_bound']}/{res['cases']}{extra}")
+    if res["runs"] > 1:
+        lines.append(f"  identical plans across the {res['runs']} runs: "
+                     + ("yes" if res["identical_plans"] else f"NO (cases {res['differing_cases']})"))
+    lines.append("  targets (auto): p50 <= 0.5 ms, p99 <= 50 ms, identical plans under load (CPU time is "
+                 "this process's own; wall time includes waiting for a core on a loaded machine; "
+                 "states/s and moves/s are per CPU second)")
+    return "\n".join(lines)
 
 
 # -- the exhaustive reference -------------------------------------------------------------
@@ -145,7 +272,7 @@ def exhaustive_min_max_shard(mesh: Mesh, src: ArrayType, dst: ArrayType, max_fus
     minimax search over every type and every move: DynSlice, AllGather and AllToAll of
     any minor-most suffix (one fused group of at most ``max_fused`` devices), and an
     AllPermute to any valid type with the same local shape. Size-1 axes are dropped
-    (they hold no data). Written independently of :mod:`synth.auto`, for checking it."""
+    (they hold no data). Written independently of :mod:`synth.planners`, for checking it."""
     from synth.planners import MAX_FUSED_GROUP
 
     max_fused = MAX_FUSED_GROUP if max_fused is None else max_fused
@@ -276,7 +403,7 @@ def run_agreement(cases: int = 1000, seed: int = 0, budget_ms: float | None = No
         # the same memory cap (normal's moves are among auto's)
         ref = synthesize(mesh, src, dst, planner="normal")
         if optimal and ref.max_shard_bytes <= plan.max_shard_bytes:
-            from synth.auto import DefaultCost, schedule_cost
+            from synth.planners import DefaultCost, schedule_cost
 
             if schedule_cost(ref, DefaultCost())[0] < plan.search["time_s"] * (1 - 1e-9):
                 out["optimal_costlier_than_normal"] += 1

@@ -1,11 +1,12 @@
 """``python -m synth``: plan a redistribution, or benchmark the synthesizer.
 
     python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
-    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-ms 100] [--free-device-order] [--json]
+    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-moves 10000]
+                             [--budget-ms 10000] [--move-set full|whole-axes] [--free-device-order] [--json]
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
-    python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--json]
+    python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
-    python -m synth peers [--suite shardy,dtensor] [--budget-ms 100] [--json]
+    python -m synth peers [--suite shardy,dtensor] [--budget-moves N] [--budget-ms MS] [--fuse] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -44,8 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--planner", default="auto", choices=_planners(),
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
+    pl.add_argument("--budget-moves", type=budget_moves_arg, default=None,
+                    help="auto: work budget, in moves examined (default: 10000); it decides the plan, "
+                         "whatever the machine's load")
     pl.add_argument("--budget-ms", type=budget_ms_arg, default=None,
-                    help="auto: time budget of the search in ms (default: 100)")
+                    help="auto: wall-clock safety cap in ms (default: 10000); the plan says when it fired")
+    pl.add_argument("--move-set", type=move_set_arg, default=None,
+                    help="auto: 'full' (default: the documented move set, sub-axes included) or "
+                         "'whole-axes'")
     pl.add_argument("--free-device-order", action="store_true",
                     help="auto: the target may use any assignment of mesh positions to devices; "
                          "the plan reports the permutation")
@@ -57,12 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated planners, timed side by side (default: %(default)s)")
     b.add_argument("--max-axes", type=int_arg(1, maximum=6), default=6, help="mesh axes, at most (default: 6)")
     b.add_argument("--max-rank", type=int_arg(1, maximum=8), default=4, help="array rank, at most (default: 4)")
-    b.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    b.add_argument("--budget-moves", type=budget_moves_arg, default=None,
+                   help="auto's work budget (default: 10000 moves)")
+    b.add_argument("--budget-ms", type=budget_ms_arg, default=None,
+                   help="auto's wall-clock safety cap (default: 10000)")
+    b.add_argument("--runs", type=int_arg(1, "runs", maximum=10), default=1,
+                   help="run the cases this many times and compare the plans (default: 1)")
+    b.add_argument("--burn", type=int_arg(0, "burn", maximum=64), default=0,
+                   help="CPU burner processes beside the last run (default: 0)")
     b.add_argument("--json", action="store_true", help="print one JSON document")
     a = sub.add_parser("agreement", help="auto against an exhaustive search on small seeded cases")
     a.add_argument("--cases", type=int_arg(1, "cases"), default=1000, help="number of cases (default: %(default)s)")
     a.add_argument("--seed", type=int_arg(0), default=0)
-    a.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    a.add_argument("--budget-moves", type=budget_moves_arg, default=None,
+                   help="auto's work budget (default: 10000 moves)")
+    a.add_argument("--budget-ms", type=budget_ms_arg, default=None,
+                   help="auto's wall-clock safety cap (default: 10000)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
     _add_peers_parser(sub)
     return p
@@ -78,7 +95,14 @@ def _add_peers_parser(sub):
     pe.add_argument("--suite", default=",".join(SUITES),
                     help="comma-separated suites (default: %(default)s)")
     pe.add_argument("--planner", default="auto", choices=_planners(), help="planner (default: auto)")
-    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None, help="auto's budget (default: 100)")
+    pe.add_argument("--budget-moves", type=budget_moves_arg, default=None,
+                    help="auto: the work budget in moves examined (default: the planner's)")
+    pe.add_argument("--budget-ms", type=budget_ms_arg, default=None,
+                    help="auto: the wall-clock safety cap in ms (default: the planner's)")
+    pe.add_argument("--move-set", type=move_set_arg, default=None, help="auto: the move set (default: full)")
+    pe.add_argument("--fuse", action="store_true",
+                    help="fuse runs of one-dim steps of our plans into multi-dim steps first "
+                         "(synth.collectives.fuse_runs), to see what the vocabulary alone buys")
     pe.add_argument("--json", action="store_true", help="print one JSON document (with every case)")
 
 
@@ -101,12 +125,43 @@ def _progress(suite: str, done: int, total: int) -> None:
 
 def budget_ms_arg(text: str) -> float:
     """argparse ``type=`` for ``--budget-ms``: a positive, finite number."""
-    from synth.auto import check_budget
+    from synth.planners.cost import check_budget
 
     try:
         return check_budget(text, "ms")
     except RedistributionError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def budget_moves_arg(text: str) -> int:
+    """argparse ``type=`` for ``--budget-moves``: a positive whole number."""
+    from synth.planners.cost import check_budget_moves
+
+    try:
+        return check_budget_moves(text)
+    except RedistributionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def move_set_arg(text: str) -> str:
+    """argparse ``type=`` for ``--move-set``."""
+    from synth.planners.auto import check_move_set
+
+    try:
+        return check_move_set(text)
+    except RedistributionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _auto_kw(args) -> dict:
+    kw = {}
+    if getattr(args, "budget_ms", None) is not None:
+        kw["budget_ms"] = args.budget_ms
+    if getattr(args, "budget_moves", None) is not None:
+        kw["budget_moves"] = args.budget_moves
+    if getattr(args, "move_set", None) is not None:
+        kw["move_set"] = args.move_set
+    return kw
 
 
 def main(argv=None) -> int:
@@ -115,13 +170,13 @@ def main(argv=None) -> int:
         if args.cmd == "plan":
             from synth.planners import synthesize
 
-            kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
+            kw = _auto_kw(args)
             itemsize = resolve_itemsize(args.dtype, args.itemsize)
             if args.dst_mesh is not None and _other_mesh(args.mesh, args.dst_mesh):
                 from synth.crossmesh import plan_crossmesh
 
-                if args.free_device_order or args.budget_ms is not None:
-                    raise RedistributionError("plan: --free-device-order and --budget-ms apply to one mesh; "
+                if args.free_device_order or kw:
+                    raise RedistributionError("plan: --free-device-order, --budget-ms, --budget-moves and --move-set apply to one mesh; "
                                               "drop them with --dst-mesh")
                 xp = plan_crossmesh(args.mesh, args.src, args.dst_mesh, args.dst, itemsize=itemsize,
                                     planner=args.planner)
@@ -139,22 +194,18 @@ def main(argv=None) -> int:
             bad = [p for p in planners if p not in PLANNERS]
             if bad or not planners:
                 raise RedistributionError(f"bench: unknown planner(s) {bad}; choose from {sorted(PLANNERS)}")
-            res = run_bench(args.cases, args.seed, planners, args.max_axes, args.max_rank, args.budget_ms)
+            res = run_bench(args.cases, args.seed, planners, args.max_axes, args.max_rank,
+                            _auto_kw(args), runs=args.runs, burn=args.burn)
             if args.json:
                 print(json.dumps(res))
             else:
-                print(f"synth bench: {res['cases']} seeded random cases (seed {res['seed']}, rank <= "
-                      f"{res['max_rank']}, <= {res['max_axes']} mesh axes, half with the paper's "
-                      "precondition), timed side by side")
-                for p, r in res["planners"].items():
-                    extra = f"   proven optimal {r['proven_optimal']}" if "proven_optimal" in r else ""
-                    print(f"  {p:7s} p50 {r['p50_ms']:8.3f} ms   p99 {r['p99_ms']:8.3f} ms   max "
-                          f"{r['max_ms']:8.3f} ms   within bound {r['within_bound']}/{res['cases']}{extra}")
-                print("  targets (auto): p50 <= 1 ms, p99 <= 100 ms")
+                from synth.bench import format_bench
+
+                print(format_bench(res))
         elif args.cmd == "agreement":
             from synth.bench import run_agreement
 
-            res = run_agreement(args.cases, args.seed, args.budget_ms)
+            res = run_agreement(args.cases, args.seed, _auto_kw(args))
             if args.json:
                 print(json.dumps(res))
             else:
@@ -178,8 +229,10 @@ def main(argv=None) -> int:
             bad = [x for x in suites if x not in SUITES]
             if bad or not suites:
                 raise RedistributionError(f"peers: unknown suite(s) {bad}; choose from {list(SUITES)}")
-            kw = {} if args.budget_ms is None else {"budget_ms": args.budget_ms}
-            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None, **kw)
+            kw = {k: v for k, v in (("budget_ms", args.budget_ms), ("budget_moves", args.budget_moves),
+                                    ("move_set", args.move_set)) if v is not None}
+            res = run_peers(suites, args.planner, progress=_progress if sys.stderr.isatty() else None,
+                            fuse=args.fuse, **kw)
             if sys.stderr.isatty():
                 print(file=sys.stderr)
             print(json.dumps(res) if args.json else format_report(res))

@@ -50,7 +50,8 @@ class UserErrorParser(argparse.ArgumentParser):
 
 
 #: ``kind`` of the JSON error object, by the most specific class that matches.
-KINDS = ("usage", "limit", "file", "schema", "mesh", "type", "collective", "plan", "memory", "input")
+KINDS = ("usage", "limit", "memory", "file", "schema", "mesh", "type", "collective", "plan", "profile",
+         "placement", "input")
 
 
 def error_kind(e: BaseException) -> str:
@@ -71,13 +72,18 @@ def error_kind(e: BaseException) -> str:
 
 # ``ArrayType.parse('[8{q}]'): rest`` -> ``type '[8{q}]': rest``: the user typed a type,
 # not a call. The argument is a Python repr (single or double quotes, backslash escapes).
+_FNS = (r"ArrayType\.parse|ArrayType\.of|ArrayType\.from_spec|ArrayType|parse_type|parse_partition_spec|"
+        r"Mesh\.parse|Mesh\.of|Mesh|synthesize|Plan\.from_dict|Schedule\.from_dict|ScheduleOp\.from_dict|"
+        r"load_profile|with_scale")
 _INTERNAL = re.compile(
-    r"\b(?P<fn>ArrayType\.parse|ArrayType\.of|ArrayType\.from_spec|parse_type|Mesh\.parse|Mesh\.of|"
-    r"synthesize|Plan\.from_dict|Schedule\.from_dict|load_profile)"
+    rf"\b(?P<fn>{_FNS})"
     r"\((?P<arg>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^()]*)\)")
-_WORD = {"ArrayType.parse": "type", "ArrayType.of": "type", "ArrayType.from_spec": "type",
-         "parse_type": "type", "Mesh.parse": "mesh", "Mesh.of": "mesh", "synthesize": "plan",
-         "Plan.from_dict": "plan", "Schedule.from_dict": "schedule", "load_profile": "profile"}
+# ``ArrayType.parse: dim 0 ...`` / ``Mesh.parse: empty ...`` -> ``type: ...`` / ``mesh: ...``
+_INTERNAL_PREFIX = re.compile(rf"(?P<flag>--[\w-]+ )?\b(?P<fn>{_FNS}): ")
+_WORD = {"ArrayType.parse": "type", "ArrayType.of": "type", "ArrayType.from_spec": "type", "ArrayType": "type",
+         "parse_type": "type", "parse_partition_spec": "PartitionSpec", "Mesh.parse": "mesh", "Mesh.of": "mesh",
+         "Mesh": "mesh", "synthesize": "plan", "Plan.from_dict": "plan JSON", "Schedule.from_dict": "schedule",
+         "ScheduleOp.from_dict": "schedule op", "load_profile": "hardware", "with_scale": "what-if scale"}
 
 
 def public_message(e: BaseException | str) -> str:
@@ -90,6 +96,8 @@ def public_message(e: BaseException | str) -> str:
         return f"{_WORD[m.group('fn')]} {arg}" if arg else _WORD[m.group("fn")]
 
     msg = _INTERNAL.sub(sub, msg)
+    msg = _INTERNAL_PREFIX.sub(lambda m: f"{m.group('flag').strip()}: " if m.group("flag")
+                               else f"{_WORD[m.group('fn')]}: ", msg)
     msg = " ".join(part.strip() for part in msg.splitlines() if part.strip())
     return msg or type(e).__name__
 

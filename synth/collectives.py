@@ -66,7 +66,10 @@ def _axes_tuple(axis) -> tuple[str, ...]:
 
 def _canonical_axis(obj, who: str):
     """A one-name tuple becomes the name; a list becomes a tuple (frozen, hashable)."""
-    axis = obj.axis
+    object.__setattr__(obj, "axis", _canonical_axis_value(obj.axis, who))
+
+
+def _canonical_axis_value(axis, who: str):
     if not isinstance(axis, str):
         try:
             axis = tuple(axis)
@@ -80,7 +83,7 @@ def _canonical_axis(obj, who: str):
             raise CollectiveError(f"{who}: axis {axis!r} names an axis twice")
         if len(axis) == 1:
             axis = axis[0]
-    object.__setattr__(obj, "axis", axis)
+    return axis
 
 
 def _axes_text(axis) -> str:
@@ -673,9 +676,7 @@ def _canonical_moves(obj, who: str, width: int):
         for v in m[:width]:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise CollectiveError(f"{who}: move {m!r}: dims must be integers")
-        holder = _AxisHolder(m[width])
-        _canonical_axis(holder, who)
-        out.append(tuple(int(v) for v in m[:width]) + (holder.axis,))
+        out.append(tuple(int(v) for v in m[:width]) + (_canonical_axis_value(m[width], who),))
     dims = [v for m in out for v in m[:width]]
     if len(set(dims)) != len(dims):
         raise CollectiveError(
@@ -685,11 +686,6 @@ def _canonical_moves(obj, who: str, width: int):
     if len(set(names)) != len(names):
         raise CollectiveError(f"{who}: an axis appears in two moves ({names})")
     object.__setattr__(obj, "moves", tuple(sorted(out, key=lambda m: m[:width])))
-
-
-@dataclass
-class _AxisHolder:
-    axis: object
 
 
 class _MultiMixin:
@@ -956,11 +952,15 @@ def fuse(steps) -> Collective:
     """One collective doing what ``steps`` (DynSlices, AllGathers or AllToAlls of one
     kind, one-dim or multi-dim, on disjoint dims and axes) do one after another:
     ``fuse([AllGather(0, 'x'), AllGather(1, 'y')]) == MultiAllGather(((0, 'x'), (1, 'y')))``.
-    One move gives the one-dim form. Raises :class:`CollectiveError` when they do not
+    Slices or gathers of one dim merge into one move (``DynSlice(0, 'x'), DynSlice(0, 'y')``
+    is ``DynSlice(0, ('x', 'y'))``; ``AllGather(0, 'y'), AllGather(0, 'x')`` is
+    ``AllGather(0, ('x', 'y'))``). One move gives the one-dim form. Raises :class:`CollectiveError` when they do not
     fuse (mixed kinds, a dim or axis in two moves)."""
     steps = list(steps)
     if not steps:
         raise CollectiveError("fuse: needs at least one step")
+    if len(steps) == 1:
+        return steps[0]
     ops = {getattr(c, "op", c.kind) for c in steps}
     if len(ops) != 1 or next(iter(ops)) not in MULTI_OF:
         raise CollectiveError(f"fuse: steps {[str(c) for c in steps]} are not all DynSlices, "
@@ -968,14 +968,20 @@ def fuse(steps) -> Collective:
     op = next(iter(ops))
     moves = []
     for c in steps:
-        if isinstance(c, _MultiMixin):
-            moves += list(c.moves)
-        elif op == "all_to_all":
-            moves.append((c.src_dim, c.dst_dim, c.axis))
-        else:
-            moves.append((c.dim, c.axis))
+        mine = list(c.moves) if isinstance(c, _MultiMixin) else \
+            [(c.src_dim, c.dst_dim, c.axis) if op == "all_to_all" else (c.dim, c.axis)]
+        for m in mine:
+            same = [k for k, e in enumerate(moves) if op != "all_to_all" and e[0] == m[0]]
+            if same:  # the same dim again: one move over both groups of axes
+                k = same[0]
+                old, new = _axes_tuple(moves[k][1]), _axes_tuple(m[1])
+                # a slice appends minor-most; a gather removes the minor-most suffix first
+                moves[k] = (m[0], old + new if op == "dyn_slice" else new + old)
+            else:
+                moves.append(m)
+    moves = [m[:-1] + (_canonical_axis_value(m[-1], "fuse"),) for m in moves]
     if len(moves) == 1:
-        return steps[0] if not isinstance(steps[0], _MultiMixin) else COLLECTIVES[op](*moves[0])
+        return COLLECTIVES[op](*moves[0])
     return MULTI_OF[op](tuple(moves))
 
 
@@ -1042,6 +1048,48 @@ def _multi_from_dict(d: dict) -> Collective:
     if len(out) == 1:
         return collective_from_dict({"op": op, **moves[0]})
     return MULTI_OF[op](tuple(out))
+
+
+def fuse_runs(steps, src: ArrayType, mesh: Mesh) -> list[Collective]:
+    """``steps`` with each run of consecutive DynSlices, AllGathers or AllToAlls (one kind
+    per run) on disjoint dims and axes fused into one multi-dim step, where the fused
+    step ends at the same type and receives no more than the run (on uneven dims one op
+    carries padding the run trims between its steps; such a run is left as it is).
+
+    Example, on ``x=2,y=2,z=2``: ``[AllGather(0, 'x'), AllGather(1, 'y'), AllGather(2, 'z')]``
+    from ``[8{x}, 8{y}, 8{z}]`` becomes ``[MultiAllGather(((0, 'x'), (1, 'y'), (2, 'z')))]``:
+    one collective instead of three, the same 7 blocks received; the step's live buffers
+    are its input and the whole output (the chain never holds both at once), so the peak
+    may grow: a planner weighs that (``Plan.peak_live_bytes``)."""
+    steps = list(steps)
+    types = [ArrayType.of(src)]
+    for c in steps:
+        types.append(c.apply(types[-1], mesh))
+    out, i = [], 0
+    while i < len(steps):
+        j = i + 1
+        best = None
+        while j < len(steps) and getattr(steps[j], "op", steps[j].kind) == getattr(steps[i], "op", steps[i].kind):
+            try:
+                f = fuse(steps[i:j + 1])
+                ok = f.apply(types[i], mesh) == types[j + 1]
+            except CollectiveError:
+                break
+            if not ok:
+                break
+            chain = sum(int(c.recv_elems(a, b, mesh).max()) for c, a, b in
+                        zip(steps[i:j + 1], types[i:j + 1], types[i + 1:j + 2]))
+            if int(f.recv_elems(types[i], types[j + 1], mesh).max()) > chain:
+                break
+            best = (f, j)
+            j += 1
+        if best is None or steps[i].kind not in MULTI_OF and not isinstance(steps[i], _MultiMixin):
+            out.append(steps[i])
+            i += 1
+        else:
+            out.append(best[0])
+            i = best[1] + 1
+    return out
 
 
 #: A multi-dim step carries at most this many moves (a type's rank is capped lower).

@@ -350,6 +350,13 @@ class CrossPlan:
             if count[p.dst] > 1:
                 biggest[p.dst] = max(biggest.get(p.dst, 0), p.nbytes)
         shared = self.transfer.shared_devices()
+        sent: dict[int, int] = {}  # the largest remote piece a device cuts out of its block to send
+        for p in self.transfer.remote:
+            if p.nbytes < m_a:
+                sent[p.src] = max(sent.get(p.src, 0), p.nbytes)
+        mine: dict[int, list] = {}
+        for p in self.transfer.pieces:
+            mine.setdefault(p.dst, []).append(p.nbytes)
         out = {}
         for d in self.devices:
             src_b = s_a if d in ina else 0
@@ -363,10 +370,11 @@ class CrossPlan:
             out[d] = {"src_shard_bytes": src_b, "dst_shard_bytes": dst_b, "pre_bytes": pre,
                       "transfer_bytes": xfer, "post_bytes": post,
                       "peak_bytes": max(pre, xfer, post), "own_bound_bytes": max(src_b, dst_b),
-                      "live_bytes": self._live(d, d in ina, d in inb, s_a, m_a, m_b, s_b, biggest, shared)}
+                      "live_bytes": self._live(d, d in ina, d in inb, s_a, m_a, m_b, s_b, shared,
+                                               sent.get(d, 0), mine.get(d, []))}
         return out
 
-    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, biggest, shared) -> int:
+    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, shared, send, mine) -> int:
         """Bytes live on ``d`` when the caller keeps the source (as ``jax.device_put``'s caller
         does) and each phase runs as one program (its input and output live together):
         what :mod:`executor.crossmesh` allocates, against ``jax.device_put``'s source + target."""
@@ -377,8 +385,6 @@ class CrossPlan:
         if in_a and pre_steps:
             pre = self.pre.peak_live_bytes + (s_a if pre_steps > 1 else 0)
         hold_a = (m_a if pre_steps else 0) if in_a else 0
-        send = max((p.nbytes for p in self.transfer.remote if p.src == d and p.nbytes < m_a), default=0)
-        mine = [p.nbytes for p in self.transfer.pieces if p.dst == d]
         assembled = len(mine) > 1 or bool(self.transfer.mid_b.unreduced)  # a zero block, pieces written in
         xfer_b = 0 if d in shared else ((m_b + (max(mine, default=0) if assembled else 0)) if in_b else 0)
         xfer = held + hold_a + send + xfer_b
@@ -414,7 +420,7 @@ class CrossPlan:
         st = self.staging_bytes
         return all(m["peak_bytes"] <= m["own_bound_bytes"] + st for m in self.device_memory.values())
 
-    @property
+    @cached_property
     def recv_lower_bound_bytes(self) -> int:
         return cross_recv_lower_bound_bytes(self.src_mesh, self.src, self.dst_mesh, self.dst, self.itemsize)
 
@@ -429,6 +435,10 @@ class CrossPlan:
         return max(tot.values(), default=0)
 
     def metrics(self) -> dict:
+        return dict(self._metrics)
+
+    @cached_property
+    def _metrics(self) -> dict:
         send = self.transfer.send_bytes()
         return {
             "peak_bytes_max_device": int(self.peak_bytes_max_device),
@@ -558,7 +568,8 @@ def check_meshes(src_mesh: Mesh, dst_mesh: Mesh, num_devices: int | None = None)
 
 def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: str = "auto",
                    staging_cap_bytes: int | None = None, mode: str | None = None,
-                   num_devices: int | None = None, cost=None, objective: str = "traffic") -> CrossPlan:
+                   num_devices: int | None = None, cost=None, objective: str = "traffic",
+                   spread_source: bool | None = None) -> CrossPlan:
     """Plan ``src`` on ``src_mesh`` to ``dst`` on ``dst_mesh`` (see the module docstring).
 
     ``planner`` plans the phases on A and on B (``synth.synthesize``). ``mode`` forces
@@ -566,7 +577,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     spread and not, are built (at most four candidates) and the one that wins
     :func:`_default_key` is returned (``objective="memory"``: the fewest bytes live on the
     busiest device first, :func:`_memory_key`), or, with ``cost(crossplan) -> seconds``,
-    the fastest. ``staging_cap_bytes`` refuses a plan that needs more staging."""
+    the fastest. ``spread_source`` forces ``mid_a`` spread (True) or not (False).
+    ``staging_cap_bytes`` refuses a plan that needs more staging."""
     from synth.planners import synthesize
 
     A, B = Mesh.of(src_mesh), Mesh.of(dst_mesh)
@@ -583,7 +595,7 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     plain_b = ArrayType(dst.dims)
     cands = []
     seen = set()
-    for spread_a in (True, False):
+    for spread_a in ((True, False) if spread_source is None else (bool(spread_source),)):
         mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
         pre = synthesize(A.local(), src, mid_a, planner=planner, itemsize=itemsize)
         mid_a = pre.work_types[-1].canonical(A.local())

@@ -28,3 +28,9 @@ class CollectiveError(RedistributionError):
 
 class PlanError(RedistributionError):
     """No plan could be built (e.g. source and target disagree on the array)."""
+
+
+class SchemaError(RedistributionError):
+    """A file or document whose content breaks its schema (names the field and the rule)."""
+
+    kind = "schema"

@@ -1,17 +1,27 @@
-"""Safe file input and output for every command-line tool.
+"""Safe file input and output for every command-line tool and the app.
 
-* :func:`check_output_file` / :func:`check_output_dir` run *before* long work starts,
-  so a bad ``--out`` (a directory, a missing parent folder, a read-only filesystem,
-  a device such as ``/dev/full``) fails in a second, not after the work is done.
-* :func:`atomic_write_text` / :func:`atomic_write_bytes` / :func:`atomic_writer`
-  write through a temporary file with a unique name in the same folder and then
-  ``os.replace`` it onto the target: readers see the old file or the new one, never a
-  half-written one, and two writers never share a temporary name.
-* :func:`read_text` / :func:`read_json` read UTF-8 text, refusing a missing file, a
-  folder, a device, a file over :data:`MAX_READ_BYTES` or bytes that are not UTF-8.
+Invariants, stated once:
+
+* **reading**: every input file goes through :func:`read_bytes` (and the layers on
+  it: :func:`read_text`, :func:`read_json`, :func:`read_yaml`, :func:`read_validated`,
+  :func:`iter_lines`). The file is opened with ``O_NONBLOCK`` (a FIFO or device never
+  blocks the open), the *open descriptor* is ``fstat``-ed and anything but a regular
+  file is refused, and the size cap (``file_bytes``, ``yaml_bytes``, ``rows_bytes`` of
+  :mod:`synth.limits`) is checked before a byte is read. :func:`read_validated` is the
+  one reader of a document: then a pydantic schema.
+* **writing**: nothing the tools write follows a link out of its folder.
+  :func:`check_output_file` refuses a link, folder, FIFO or device before long work;
+  :func:`atomic_writer` writes a unique temporary file in the same folder and
+  ``os.replace``-s it onto the target (a link planted later is replaced, never written
+  through); the files written in place -- ``rows.jsonl`` and ``.lock`` of a run folder
+  (:func:`open_for_append`, :func:`open_for_update`, :func:`open_lock_file`) -- are
+  opened with ``O_NOFOLLOW`` and ``fstat``-ed.
+* **showing** (the app's results root): :func:`check_inside` refuses a path outside
+  the root or with a link anywhere below it.
 
 Every failure raises :class:`FileError` (a ``RedistributionError``) whose message is
-one line naming the file, what went wrong and what to do.
+one line naming the file, what went wrong and what to do, e.g.
+``results file OUT/rows.jsonl is a pipe (FIFO), not a regular file; give a file``.
 """
 
 from __future__ import annotations
@@ -237,7 +247,7 @@ def _open_regular(p: str, what: str, flags: int, follow_links: bool, verb: str, 
 
 
 def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow_links: bool = True,
-               inside=None) -> bytes:
+               inside=None, limit_name: str = "file_bytes") -> bytes:
     """The bytes of a regular file, at most ``max_bytes`` (default: the ``file_bytes``
     limit). A folder, FIFO, device or socket is refused before reading, a file over the
     cap before it is read. With ``inside`` the file must lie under that folder and no
@@ -249,7 +259,8 @@ def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow
     p = os.fspath(path)
     if "\x00" in p:
         raise FileError(f"{what}: the path contains a NUL character")
-    cap = limit("file_bytes") if max_bytes is None else max_bytes
+    cap = limit(limit_name) if max_bytes is None else max_bytes
+    how = f" (set REDIST_LIMIT_{limit_name.upper()} to change it)" if max_bytes is None else ""
     if inside is not None:
         check_inside(p, inside, what)
         follow_links = False
@@ -257,14 +268,13 @@ def read_bytes(path, what: str = "file", max_bytes: int | None = None, *, follow
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > cap:
-            raise FileError(f"{what} {p} is {size:,} bytes; the limit is {cap:,} "
-                            "(set REDIST_LIMIT_FILE_BYTES to change it)")
+            raise FileError(f"{what} {p} is {size:,} bytes; the limit is {cap:,}{how}")
         try:
             data = f.read(cap + 1)
         except OSError as e:
             raise FileError(f"{what} {p}: cannot be read ({_reason(e)})") from None
     if len(data) > cap:  # grew while we read it (or a /proc-like file that reports size 0)
-        raise FileError(f"{what} {p} is over {cap:,} bytes, the limit (set REDIST_LIMIT_FILE_BYTES to change it)")
+        raise FileError(f"{what} {p} is over {cap:,} bytes, the limit{how}")
     return data
 
 
@@ -357,9 +367,8 @@ def read_yaml(path, what: str = "file", max_bytes: int | None = None, **kw):
     ``yaml_bytes`` (PyYAML parses about a MB a second), nesting capped."""
     import yaml
 
-    from synth.limits import limit
-
-    text = read_text(path, what, limit("yaml_bytes") if max_bytes is None else max_bytes, **kw)
+    kw.setdefault("limit_name", "yaml_bytes")
+    text = read_text(path, what, max_bytes, **kw)
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader

@@ -42,8 +42,43 @@ def format_plan(plan) -> str:
         f"collectives     {m['num_collectives']}",
     ]
     if getattr(plan, "search", None):
-        from synth.auto import format_search
-
         out += format_search(plan)
     out += [f"note: {n}" for n in plan.notes]
     return "\n".join(out)
+
+
+def format_search(plan) -> list[str]:
+    """Text lines for what the ``auto`` search established (empty for other planners)."""
+    s = plan.search
+    if not s:
+        return []
+
+    def t(v):
+        return f"{v * 1e3:.4g} ms" if v >= 1e-3 else f"{v * 1e6:.4g} us"
+
+    work = (f"{s['moves']} of {s['budget_moves']} moves, {s['states']} states"
+            if "budget_moves" in s else f"{s.get('states', 0)} states")
+    out = [f"search          {s['status']} over the move set of synth.planners, under {s['cost_model']}; "
+           f"{work} in {s['elapsed_s'] * 1e3:.1f} ms"]
+    line = f"predicted time  {t(s['time_s'])}"
+    if s.get("optimum_s") is not None and s["optimum_s"] < s["time_s"]:
+        line += (f" (the fastest plan, {t(s['optimum_s'])}, is within the {s['tie_tolerance']:.0%} tie "
+                 "tolerance; this one needs less memory or fewer collectives)")
+    out.append(line)
+    if s.get("lower_bound_s") is not None:
+        out.append(f"lower bound     {t(s['lower_bound_s'])} for every plan (bytes each device must receive, "
+                   f"under the same model); gap {t(s['gap_s'])}")
+    if s["bound_met"]:
+        out.append("memory          within the bound max(src, dst)")
+    elif s.get("min_max_shard_bytes") is not None and s["min_max_shard_bytes"] == s["max_shard_bytes"]:
+        out.append(f"memory          NO plan over the move set ({s.get('move_set', 'full')}) stays within the bound ({s['bound_bytes']} B); "
+                   f"{s['max_shard_bytes']} B is the least largest shard such plans achieve (proven)")
+    else:
+        out.append(f"memory          bound of {s['bound_bytes']} B exceeded; not proven minimal")
+    r = s.get("relabel")
+    if r:
+        perm = r["device_of_position"]
+        shown = ",".join(map(str, perm[:32])) + (",..." if len(perm) > 32 else "")
+        out.append(f"relabel         target {r['requested_dst']} reached as {r['reached_dst']}; "
+                   f"device of mesh position p: [{shown}]")
+    return out

@@ -58,6 +58,12 @@ class LimitError(RedistributionError):
     """An input beyond a documented resource limit."""
 
 
+class MemoryLimitError(LimitError):
+    """Work estimated not to fit in the memory budget."""
+
+    kind = "memory"
+
+
 _DEFAULTS = {
     "devices": 65_536,
     "cpu_devices": 8_192,
@@ -276,7 +282,7 @@ def check_memory(nbytes: float, what: str) -> float:
     """Refuse work estimated to need ``nbytes`` of host memory when it cannot fit."""
     avail = available_memory_bytes()
     if nbytes > avail:
-        raise LimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
+        raise MemoryLimitError(f"{what} needs about {_fmt_bytes(nbytes)} of memory but {_fmt_bytes(avail)} is "
                          f"available; choose a smaller input (or set REDIST_MEMORY_BUDGET_BYTES)")
     return nbytes
 

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from synth.errors import RedistributionError
+from synth.errors import RedistributionError, SchemaError
 from synth.limits import limit
 from synth.schedule import SCHEDULE_KINDS
 
@@ -218,9 +218,9 @@ def validate(model: type[BaseModel], data, where: str):
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise RedistributionError(error_line(e, where, data)) from None
+        raise SchemaError(error_line(e, where, data)) from None
     except RecursionError:
-        raise RedistributionError(f"{where}: nested too deeply") from None
+        raise SchemaError(f"{where}: nested too deeply") from None
 
 
 def load_schedule_data(path) -> dict:

@@ -183,7 +183,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
     _ok(at)
     rows = _table(at)
     named = {"ours (compiled)": "ours", "xla shardy": "xla-shardy", "xla gspmd": "xla-gspmd",
-             "shardy reshard-to-collectives": "shardy-r2c"}
+             "shardy r2c": "shardy-r2c"}
     assert set(named) <= set(rows)
     shardy = xla_compare.schedules(xla_compare.done(next(iter(xla_compare._DONE))))[0]
     for name, strategy in named.items():
@@ -193,7 +193,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
         assert rows[name]["collectives"] == sum(1 for o in s.ops if not o.is_local), name
         assert rows[name]["compiled temp"] == fmt_bytes(s.meta["temp_bytes"]), name
         assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
-    for name in ("ours (compiled)", "shardy reshard-to-collectives"):
+    for name in ("ours (compiled)", "shardy r2c"):
         assert rows[name]["full rematerialization"] == "-"
     text = " ".join(m.value for m in at.markdown)
     assert "`libtpu`" in text and "compiled as bfloat16" in text

@@ -70,7 +70,7 @@ def test_every_collective_is_found_with_the_remat_and_its_line(report):
     found = [s.name for f in report.findings for s in f.steps]
     assert len(found) == len(set(found)) == len(_entry_collectives(_compiled_text("train_step")))
     remat = [f for f in report.findings if f.full_remat]
-    assert len(remat) == 1
+    assert len(remat) == 1 == report.log_remats  # and XLA's own log names one
     f = remat[0]
     assert f.line == f"transformer_block.py:{_line_of('full remat')}"
     assert (f.src, f.dst) == ("[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]")
@@ -113,6 +113,8 @@ def test_json_output(capsys):
     ([f"{PROG}:train_step", "--mesh", "x=4,y=4"], ["16 devices", "8"]),
     ([f"{PROG}:train_step", "--arg", "[8{z}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
      ["--arg", "z"]),
+    ([f"{PROG}:train_step", "--arg", "[9{x}, 64, 128]", "--arg", "[128, 512]", "--arg", "[512, 128]"],
+     ["does not divide", "uneven"]),
 ])
 def test_bad_input_is_one_line_exit_2(args, words, capsys):
     assert main(["doctor", *args]) == 2
@@ -146,11 +148,47 @@ def test_hlo_dump_folder_without_jax_noise(tmp_path):
     assert [f.line for f in remat] == [f"transformer_block.py:{_line_of('full remat')}"]
 
 
+#: the test program at a size where a TPU needs temporaries (compile only: nothing is allocated)
+LARGE = ["[32{y}, 2048{x}, 1024]", "[1024, 4096{x}]", "[4096{x}, 1024]"]
+
+
 @pytest.mark.skipif(tpu_mod.libtpu_status() is not None, reason="needs libtpu (AOT compile for a TPU slice)")
-def test_tpu_target_finds_the_remat_line():
-    rep = doctor_program(f"{PROG}:train_step", target="tpu-v5e:2x4")
+def test_tpu_target_finds_the_remat_line_and_reshard_lowers_temp():
+    rep = doctor_program(f"{PROG}:train_step", target="tpu-v5e:2x4", args=LARGE)
     remat = [f for f in rep.findings if f.full_remat]
     assert [f.line for f in remat] == [f"transformer_block.py:{_line_of('full remat')}"]
-    fixed = doctor_program(f"{PROG}:train_step_fixed", target="tpu-v5e:2x4")
+    fixed = doctor_program(f"{PROG}:train_step_fixed", target="tpu-v5e:2x4", args=LARGE)
     assert not any(f.full_remat for f in fixed.findings)
-    assert fixed.temp_bytes <= rep.temp_bytes
+    assert fixed.temp_bytes < rep.temp_bytes, (fixed.temp_bytes, rep.temp_bytes)
+
+
+def test_a_remat_inside_a_nested_jit_is_found_with_its_shardings():
+    rep = doctor_program(f"{PROG}:train_step_nested")
+    remat = [f for f in rep.findings if f.full_remat]
+    assert len(remat) == 1
+    f = remat[0]
+    assert f.line == f"transformer_block.py:{_line_of('the remat happens inside this call')}"
+    inner, helper = _line_of("return jax.lax.with_sharding_constraint"), _line_of("nested jit: the same layout")
+    assert f.innermost == f"transformer_block.py:{inner} (_constrain)"
+    assert f"transformer_block.py:{helper} _relayout" in f.chain
+    assert (f.src, f.dst) == ("[8{y}, 64, 128{x}]", "[8, 64{x,y}, 128]") and f.fix
+
+
+def test_hlo_folder_files_are_checked(tmp_path, monkeypatch):
+    from executor import doctor
+    from synth.errors import RedistributionError
+
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("not HLO at all\n")
+    with pytest.raises(RedistributionError, match="HLO"):
+        doctor_hlo_dir(str(tmp_path))
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text("HloModule m\n" + "x" * 4096)
+    monkeypatch.setattr(doctor, "MAX_HLO_BYTES", 1024)
+    with pytest.raises(RedistributionError, match="limit"):
+        doctor_hlo_dir(str(tmp_path))
+    # a link is not followed out of the folder: only the link's target outside is there
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").unlink()
+    outside = tmp_path.parent / f"{tmp_path.name}_outside.txt"
+    outside.write_text("HloModule m\n")
+    (tmp_path / "module_0002.jit_g.cpu_after_optimizations.txt").symlink_to(outside)
+    with pytest.raises(ExecutorError, match="no optimized HLO modules"):
+        doctor_hlo_dir(str(tmp_path))

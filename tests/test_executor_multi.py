@@ -82,3 +82,20 @@ def test_generated_modules_of_multi_plans_check_themselves(tmp_path):
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == paths
+
+
+SHARDY_FUSED = ["all_slice_multiple_axes", "replace_major_most_axis_then_all_gather_two_dims",
+                "reshard_with_propagation_barrier"]
+
+
+@pytest.mark.parametrize("test", SHARDY_FUSED)
+def test_shardy_fused_sequences_run_on_jax(test):
+    """Shardy's own sequences with fused multi-dim ops (from synth/peers/shardy.json) run
+    exactly on JAX, with one HLO collective per communicating step, as Shardy emits them."""
+    from synth.peers import load_suite, peer_plan
+
+    case = next(c for c in load_suite("shardy")["cases"] if c["test"] == test)
+    plan = peer_plan(case)
+    r = run_plan(plan, seed=1)
+    assert r.correct and r.error is None
+    assert r.collectives == [op.kind for op in plan.to_schedule().ops if not op.is_local]

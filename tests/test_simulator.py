@@ -29,14 +29,16 @@ from synth.bench import random_case
 def check_data(plan: Plan) -> None:
     """Run the plan on a concrete array and compare every device's block."""
     x = np.arange(plan.src.num_elems(), dtype=np.int64).reshape(plan.src.shape)
-    blocks = interpret(plan.steps, plan.src, plan.mesh, x)
+    # the steps run on the refined mesh (sub-axes the plan moves, same device ids)
+    mesh, src, dst = plan.work_mesh, plan.work_types[0], plan.work_types[-1]
+    blocks = interpret(plan.steps, src, mesh, x)
     assert len(blocks) == plan.mesh.size
-    if plan.dst.unreduced:  # partial blocks: each group must sum to the true block
+    if dst.unreduced:  # partial blocks: each group must sum to the true block
         from synth.interp import check_blocks
 
-        check_blocks(x, blocks, plan.dst, plan.mesh, "final")
+        check_blocks(x, blocks, dst, mesh, "final")
     else:
-        want = scatter(x, plan.dst, plan.mesh)
+        want = scatter(x, dst, mesh)
         for d, (got, exp) in enumerate(zip(blocks, want)):
             assert got.shape == exp.shape, d
             assert np.array_equal(got, exp), d

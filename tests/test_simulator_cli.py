@@ -100,6 +100,7 @@ def test_run_schedule_file(capsys, tmp_path):
     (["run", "--bogus"], "unrecognized arguments"),
     (["run", "--engine", "fast"], "invalid choice: 'fast'"),
     (["validate", "--data", "/no/such/published.yaml"], "validate: cannot read /no/such/published.yaml"),
+    (["validate", "--data", "/dev/zero"], "not a regular file"),     # must not read forever
     (["bench", "--flat", "7"], "--flat takes one of [512, 4096] or 0"),
     (["bench", "--sizes", "300"], "no benchmark shape for 300"),
 ])

@@ -308,12 +308,15 @@ def test_torus_all_to_all_in_aggregate_equals_the_routed_flows(spec):
             for r, b, w in zip(ph.routes, ph.nbytes, ph.weights):
                 routed[list(r)] += b * w
         agg = direct_all_to_all_loads(op, m, chips)
-        assert agg["flows"] == plan.num_flows() == P * (n - 1)
+        # a tie on a wrapped ring is two half-flows, in the aggregate as in the routed plan
+        assert agg["flows"] == plan.num_flows() >= P * (n - 1)
         np.testing.assert_allclose(agg["load"], routed, rtol=1e-12, atol=1e-6)
         t = agg["alpha_s"] + agg["latency_s"] + agg["xfer_s"]
         assert t == pytest.approx(plan.analytic_s(), rel=1e-12), (spec, n)
         replay = sum(maxmin_replay(ph.routes, ph.nbytes, ph.weights, plan.capacity)[0] for ph in plan.phases)
-        assert agg["xfer_s"] == pytest.approx(replay, rel=1e-6), (spec, n)
+        # the busiest link's time bounds the max-min replay from below; with ties on wrapped rings
+        # split into half-flows of unequal sizes the replay can run a few percent longer
+        assert agg["xfer_s"] <= replay * (1 + 1e-9) and replay <= agg["xfer_s"] * 1.05, (spec, n)
 
 
 def test_simulator_takes_large_all_to_alls_in_aggregate(monkeypatch):
@@ -343,8 +346,11 @@ def test_the_apps_4096_chip_scenario_simulates():
     sched = synthesize("data=512,model=8", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]",
                        planner="normal")
     res = simulate(sched, "tpu-v4:16x16x16", lp_bound=False)
-    big = [o for o in res.ops if o["kind"] == "all_to_all" and o["flows"] == 4096 * 511]
+    # (flows: 4096 x 511 pairs, and the second half-flow of each pair tied on a wrapped ring)
+    big = [o for o in res.ops if o["kind"] == "all_to_all" and o["flows"] >= 4096 * 511]
     assert big and big[0]["engine"] == "aggregate"
     assert res.time_s == pytest.approx(sum(o["duration_s"] for o in res.ops))
-    assert res.time_s == pytest.approx(res.analytic_s, rel=1e-9)
+    # the other ops replay max-min; half-flows of ring ties can finish a little after the
+    # busiest link's time the analytic model charges
+    assert res.analytic_s * (1 - 1e-9) <= res.time_s <= res.analytic_s * 1.03
     assert res.time_s >= res.lower_bound_s > 0

@@ -86,6 +86,9 @@ def test_examples_type_data_json_schedule(case):
     again = Plan.from_dict(plan.to_dict())
     assert again.steps == plan.steps and again.types == plan.types
     ops = plan.to_schedule().ops
+    from executor.hlo import COLLECTIVE_OPCODES  # the HLO reader reads every op kind back
+
+    assert all(op.is_local or op.kind in COLLECTIVE_OPCODES.values() for op in ops)
     assert [op.kind for op in ops] == [{"multi_dyn_slice": "dyn_slice", "multi_all_gather": "all_gather",
                                         "multi_all_to_all": "all_to_all",
                                         "sharded_to_unreduced": "copy"}[c.kind]]
@@ -291,3 +294,34 @@ def test_random_multi_steps_are_exact_and_match_their_chain(case):
         assert Plan.from_dict(plan.to_dict()).steps == plan.steps
         assert sum(op.kind not in ("copy", "dyn_slice") for op in plan.to_schedule().ops) == \
             (0 if c.local or c.is_noop(t, mesh) else 1)
+
+
+def test_fuse_runs_fuses_commuting_runs_and_keeps_the_rest():
+    from synth.collectives import fuse_runs
+
+    mesh = Mesh.parse("x=2,y=2,z=2")
+    src = ArrayType.parse("[8{x}, 8{y}, 8{z}]")
+    chain = [AllGather(0, "x"), AllGather(1, "y"), AllGather(2, "z")]
+    fused = fuse_runs(chain, src, mesh)
+    assert fused == [MultiAllGather(((0, "x"), (1, "y"), (2, "z")))]
+    p0, p1 = Plan.build(mesh, src, "[8, 8, 8]", chain), Plan.build(mesh, src, "[8, 8, 8]", fused)
+    assert (p1.num_collectives, p0.num_collectives) == (1, 3)
+    assert p1.recv_bytes_max_device == p0.recv_bytes_max_device == 7 * 4 * 4 * 4 * 4
+    _check(fused, src, mesh, "[8, 8, 8]")
+    # slices of one dim merge into one move; a step of another kind ends the run
+    steps = [DynSlice(0, "x"), DynSlice(0, "y"), DynSlice(1, "z"), AllGather(1, "z")]
+    got = fuse_runs(steps, ArrayType.parse("[8, 8]"), mesh)
+    assert got == [MultiDynSlice(((0, ("x", "y")), (1, "z"))), AllGather(1, "z")]
+    # dependent all-to-alls (the second moves what the first brought) stay apart
+    a2a = [AllToAll(0, 1, "x"), AllToAll(1, 2, "x")]
+    assert fuse_runs(a2a, ArrayType.parse("[8{x}, 8, 8]"), mesh) == a2a
+
+
+def test_fuse_runs_leaves_a_run_that_would_receive_more_padding():
+    """On uneven dims one fused gather carries the padding the chain trims between its
+    steps: [1{a}, 1{b}] on a=2,b=2 receives 3 elements fused against 2 in the chain."""
+    from synth.collectives import fuse_runs
+
+    mesh = Mesh.parse("a=2,b=2")
+    chain = [AllGather(0, "a"), AllGather(1, "b")]
+    assert fuse_runs(chain, ArrayType.parse("[1{a}, 1{b}]"), mesh) == chain

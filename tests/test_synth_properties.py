@@ -90,7 +90,7 @@ def check_both_planners(mesh, src, dst):
     )
     search = synthesize(mesh, src, dst, planner="search")
     check_plan_exact(search)
-    from synth.search import plan_cost
+    from synth.planners.search import plan_cost
 
     if plans["normal"].bound_holds:
         # normal is a candidate within the budget, so the search can only do better

@@ -84,7 +84,7 @@ def test_layering_heavy_imports_stay_in_their_packages():
     import sys
 
     code = (
-        "import sys, synth, synth.search, synth.cli\n"
+        "import sys, synth, synth.planners, synth.cli\n"
         "bad = [m for m in ('jax', 'simpy', 'plotly', 'streamlit') if m in sys.modules]\n"
         "assert not bad, ('synth', bad)\n"
         "import models, simulator, experiments.backends, experiments.runner\n"

@@ -142,7 +142,13 @@ def calibrated_profiles(folder: str) -> list[str]:
     d = check_calibration_dir(folder)
     if not d.is_dir():
         return []
-    return sorted(str(p) for p in d.glob("*.json") if not p.name.endswith(".report.json"))
+    import itertools
+
+    from synth.limits import limit
+
+    cap = limit("options")  # a folder of a million files must not build a million options
+    found = (p for p in d.glob("*.json") if not p.name.endswith(".report.json"))  # a link: refused on read
+    return sorted(str(p) for p in itertools.islice(found, 10 * cap))[:cap]
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

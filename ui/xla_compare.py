@@ -24,7 +24,7 @@ from ui.fmt import fmt_bytes
 STRATEGIES = ("ours", "xla-shardy", "xla-gspmd", "shardy-r2c")
 #: The page's names for the compiled strategies.
 LABELS = {"ours": "ours (compiled)", "xla-shardy": "xla shardy", "xla-gspmd": "xla gspmd",
-          "shardy-r2c": "shardy reshard-to-collectives"}
+          "shardy-r2c": "shardy r2c"}
 
 _LOCK = threading.Lock()
 _DONE: dict = {}   # key -> result, every session of this server

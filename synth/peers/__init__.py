@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 from synth.collectives import (
@@ -303,17 +304,44 @@ class Side:
                    tuple(steps))
 
 
-def our_plan(case: dict, planner: str = "auto", **kw):
+def our_plan(case: dict, planner: str = "auto", fuse: bool = False, **kw):
     """Our default plan for a case: :func:`synth.synthesize`, or, on two meshes,
-    :func:`synth.crossmesh.plan_crossmesh` (its phases use the planner's defaults)."""
+    :func:`synth.crossmesh.plan_crossmesh` (its phases use the planner's defaults). With
+    ``fuse``, runs of one-dim steps become multi-dim steps (:func:`fused_plan`)."""
     if case.get("dst_mesh"):
         from synth.crossmesh import plan_crossmesh
 
         return plan_crossmesh(case["mesh"], case["src"], case["dst_mesh"], case["dst"], case["itemsize"],
                               planner=planner)
+    plan = _synthesize(case["mesh"], case["src"], case["dst"], planner, case["itemsize"],
+                       tuple(sorted(kw.items())))
+    return fused_plan(plan) if fuse else plan
+
+
+@lru_cache(maxsize=1024)
+def _synthesize(mesh: str, src: str, dst: str, planner: str, itemsize: int, kw: tuple) -> Plan:
+    """One plan per case and options in a process (the planner is deterministic: its
+    budget is work, not time; plans are immutable)."""
     from synth.planners import synthesize
 
-    return synthesize(case["mesh"], case["src"], case["dst"], planner=planner, itemsize=case["itemsize"], **kw)
+    return synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **dict(kw))
+
+
+def fused_plan(plan: Plan) -> Plan:
+    """``plan`` with :func:`synth.collectives.fuse_runs` applied on its work mesh (where
+    sub-axes are axes): consecutive slices, gathers or all-to-alls on disjoint dims become
+    one multi-dim step when that receives no more."""
+    from synth.collectives import fuse_runs
+    from synth.types import refine_name, refine_type
+
+    wm = plan.work_mesh
+    steps = [AllPermute(refine_type(ArrayType.of(c.target), wm)) if isinstance(c, AllPermute)
+             else c.map_axes(lambda a: refine_name(wm, a)) for c in plan.steps]
+    out = fuse_runs(steps, plan.work_types[0], wm)
+    if len(out) == len(steps):
+        return plan
+    return Plan.build(plan.mesh, plan.src, plan.dst, out, itemsize=plan.itemsize,
+                      planner=f"{plan.planner}+fuse")
 
 
 def _cmp(a: int, b: int) -> str:
@@ -383,16 +411,16 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-def run_peers(suites=SUITES, planner: str = "auto", progress=None, **kw) -> dict:
+def run_peers(suites=SUITES, planner: str = "auto", progress=None, fuse: bool = False, **kw) -> dict:
     """Every case of every suite, against each of the suite's peers (DTensor: its greedy
     plan and its min-cost plan): per peer the rows and their summary. Our plan is
     synthesized once per case."""
-    out = {"planner": planner, "suites": {}}
+    out = {"planner": planner + ("+fuse" if fuse else ""), "suites": {}}
     for name in suites:
         suite = load_suite(name)
         rows = {peer: [] for peer, _ in PEERS[name]}
         for i, case in enumerate(suite["cases"]):
-            ours = our_plan(case, planner, **kw)
+            ours = our_plan(case, planner, fuse, **kw)
             for peer, alt in PEERS[name]:
                 rows[peer].append(compare_case(case, planner, alt, ours_plan=ours))
             if progress is not None:

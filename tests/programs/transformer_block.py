@@ -43,3 +43,14 @@ def train_step_fixed(x, w1, w2):
     o = _constrain(o, P("y", None, "x"))
     o = reshard(o, P(None, ("x", "y"), None), src=P("y", None, "x"))  # the doctor's suggestion
     return jnp.tanh(o)
+
+
+@jax.jit
+def _relayout(o):
+    o = _constrain(o, P("y", None, "x"))
+    return _constrain(o, P(None, ("x", "y"), None))  # nested jit: the same layout change
+
+
+def train_step_nested(x, w1, w2):
+    o = mlp(x, w1, w2) + x
+    return jnp.tanh(_relayout(o))                    # the remat happens inside this call

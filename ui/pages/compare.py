@@ -141,6 +141,8 @@ def main():
         rows.append({
             "strategy": name,
             "compiler": sched.meta.get("compiler", "none"),
+            "full rematerialization": ("YES" if sched.meta.get("full_remat") else "no")
+            if name.startswith("xla ") else "-",
             "collectives": sum(1 for op in sched.ops if not op.is_local),
             "simulated time": fmt_seconds(sm["time_s"]),
             "collectives only": fmt_seconds(sm["time_s"] - local_s),
@@ -155,8 +157,6 @@ def main():
             "its algbw": fmt_bandwidth(slowest["algbw_Bps"]) if slowest else "-",
             "its busbw": fmt_bandwidth(slowest["busbw_Bps"]) if slowest else "-",
             "bus peak": fmt_bandwidth(slowest["bus_peak_Bps"]) if slowest else "-",
-            "full rematerialization": ("YES" if sched.meta.get("full_remat") else "no")
-            if name.startswith("xla ") else "-",
         })
     st.markdown(f"**{plan.src}** &rarr; **{plan.dst}** on `{plan.mesh}`, machine "
                 f"`{ours['machine_spec']}` (bandwidth x{bw:g}, latency x{lat:g}), placement "
@@ -176,7 +176,9 @@ def main():
             st.caption("The rows marked with a compiler were compiled by it and read back from their HLO by the "
                        "same reader; their local ops (copies, transposes, slices) are costed at the machine's "
                        "HBM bandwidth, so their totals compare. Rows with compiler 'none' are plans' own "
-                       "schedules: compare their collectives only.")
+                       "schedules: compare their collectives only. 'shardy r2c' is the plan Shardy's own "
+                       "reshard-to-collectives pass chooses, lowered and compiled like ours (XLA in jax 0.10.2 "
+                       "cannot be made to use that pass itself; see docs/executor.md).")
     st.dataframe(pd.DataFrame(rows), hide_index=True)
     st.caption("algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
                "page); bus peak: a chip's injection bandwidth.")

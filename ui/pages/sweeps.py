@@ -53,7 +53,9 @@ def _fresh_clone() -> str | None:
 
 
 def _multiselect(label, df, col, key):
-    opts = sorted(str(v) for v in df[col].dropna().unique())
+    from synth.limits import limit
+
+    opts = sorted(str(v) for v in df[col].dropna().unique())[:limit("options")]  # bounded option list
     if key in st.session_state:  # keep only choices the current folder has
         st.session_state[key] = [v for v in st.session_state[key] if v in opts]
     chosen = st.multiselect(label, opts, key=key, placeholder="all")

@@ -1,4 +1,4 @@
-"""Planners: ``easy`` (gather everything, then slice) and ``normal`` (the paper's
+"""The ``easy`` (gather everything, then slice) and ``normal`` planners (the paper's
 normal form: DynSlices, then AllToAlls and AllPermutes, then AllGathers).
 
 The ``normal`` planner
@@ -59,7 +59,7 @@ from synth.collectives import (
     Unreduce,
     nests,
 )
-from synth.errors import CollectiveError, PlanError, RedistributionError
+from synth.errors import CollectiveError
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.types import ArrayType, Dim, refine
@@ -482,72 +482,3 @@ def _uneven_gathers(mesh: Mesh, b_type: ArrayType, gathers: list) -> list:
             out.append(AllGather(i, axes))
             t = out[-1].apply(t, mesh)
     return out
-
-
-def _plan_search(mesh, src, dst, itemsize=4):
-    from synth.search import plan_search
-
-    return plan_search(mesh, src, dst, itemsize)
-
-
-def _plan_auto(mesh, src, dst, itemsize=4, *, budget_s=None, cost=None):
-    from synth.auto import DEFAULT_BUDGET_S, plan_auto
-
-    return plan_auto(mesh, src, dst, itemsize, cost=cost,
-                     budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s)
-
-
-PLANNERS = {"auto": _plan_auto, "easy": plan_easy, "normal": plan_normal, "search": _plan_search}
-
-
-def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
-               budget_s: float | None = None, budget_ms: float | None = None, cost=None,
-               free_device_order: bool = False) -> Plan:
-    """Synthesize a plan from ``src`` to ``dst`` on ``mesh``.
-
-    ``mesh`` is a :class:`Mesh` or ``'x=2,y=4'``; ``src``/``dst`` are
-    :class:`ArrayType` or canonical strings like ``'[1024{x}, 4096{y}]'``.
-    ``planner`` is ``auto`` (default), ``normal``, ``easy`` or ``search``. For ``auto``:
-    ``budget_s`` (or ``budget_ms``) is the search's time budget (default 100 ms) and
-    ``cost`` its cost model (default :class:`synth.auto.DefaultCost`; a machine's is
-    ``models.plan_cost.machine_cost(machine, mesh, placement)``). With
-    ``free_device_order`` (auto only) the target may use any assignment of mesh positions
-    to devices: see :func:`synth.auto.plan_free_order`.
-    """
-    mesh = Mesh.of(mesh)
-    src = ArrayType.of(src).check(mesh, "source type")
-    dst = ArrayType.of(dst).check(mesh, "target type")
-    if src.shape != dst.shape:
-        raise PlanError(
-            f"synthesize: source {src} and target {dst} have different global shapes "
-            f"{src.shape} and {dst.shape}; a redistribution keeps the array"
-        )
-    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
-        raise RedistributionError(f"synthesize: itemsize must be a positive integer, got {itemsize!r}")
-    from synth.limits import check_itemsize
-
-    check_itemsize(itemsize, "synthesize: itemsize")
-    try:
-        fn = PLANNERS[planner]
-    except (KeyError, TypeError):  # TypeError: an unhashable planner value
-        raise RedistributionError(
-            f"synthesize: unknown planner {planner!r}; choose one of {sorted(PLANNERS)}"
-        ) from None
-    if budget_ms is not None:
-        if budget_s is not None:
-            raise RedistributionError("synthesize: give budget_s or budget_ms, not both")
-        from synth.auto import check_budget
-
-        budget_s = check_budget(budget_ms, "ms") / 1e3
-    if planner != "auto" and (budget_s is not None or cost is not None or free_device_order):
-        raise RedistributionError(
-            f"synthesize: a time budget, a cost model and a free device order apply to the auto "
-            f"planner only, not to {planner!r}")
-    if free_device_order:
-        from synth.auto import DEFAULT_BUDGET_S, plan_free_order
-
-        return plan_free_order(mesh, src, dst, itemsize, cost=cost,
-                               budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s)
-    if planner == "auto":
-        return fn(mesh, src, dst, itemsize, budget_s=budget_s, cost=cost)
-    return fn(mesh, src, dst, itemsize)

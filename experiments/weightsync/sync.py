@@ -1,0 +1,434 @@
+"""Whole-model weight sync: every parameter of a model from the training mesh to the
+inference mesh, planned as one schedule and simulated on the machine.
+
+Per parameter, a cross-mesh plan (:func:`synth.crossmesh.plan_crossmesh`, cached by
+shape, meshes and types: a model has a few dozen distinct ones). A cast (bf16 -> fp8) is
+done by each sender on its shard before it sends, so every phase moves target-dtype bytes.
+Parameters are packed in order into **buckets** whose staging (the receive buffers and
+pieces in flight, per device) stays under ``staging_cap_bytes``; within a bucket all
+transfers run at once (their flows share the links), and buckets are pipelined in three
+stages -- the phase on A of bucket ``k+1`` and the phase on B of bucket ``k-1`` run while
+bucket ``k`` is on the wire (at most two buckets staged per device).
+
+Costs: transfers are the busiest link's bytes over its achieved capacity (the
+simulator's aggregate engine, :func:`transfer_time_agg_s`); collectives on A and B are
+:func:`models.analytic.op_time_s`. The lower bound adds, over all parameters, each cut's
+bytes (:func:`models.crossmesh.cut_bound_terms`, line rates) and takes the largest.
+
+Baselines, costed by the same functions on the same machine:
+
+* ``gather_broadcast`` (OpenRLHF / verl default): per parameter, one training rank
+  gathers the full tensor, then broadcasts it to every inference device (a pipelined
+  chain at NIC rate), which keeps its slice; parameters one after another;
+* ``bucketed_broadcast`` (MoonshotAI checkpoint-engine): the same full tensors in buckets,
+  each bucket gathered onto one owner (owners rotate over the training devices) and
+  broadcast, gather of bucket ``k+1`` overlapping the broadcast of bucket ``k``;
+* ``p2p`` (NeMo-RL, Perplexity): every inference device pulls its target shard straight
+  from the training devices that hold it (no spreading on A, no collectives on B), all
+  parameters of a bucket at once;
+* ``device_put`` (``jax.device_put`` to the other mesh): per parameter, every shard to
+  the host of the first training device, then each inference device's shard from there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from synth.errors import RedistributionError
+from synth.mesh import Mesh
+from synth.types import ArrayType, Dim
+
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+class WeightSyncError(RedistributionError):
+    """A weight-sync configuration that cannot be planned."""
+
+
+# -- meshes and types per parameter ----------------------------------------------------------
+@dataclass(frozen=True)
+class Side:
+    """One side (training or inference): its mesh (with device ids) and, per role, the
+    mesh axes that split each dim (``None``: replicated). A training mesh may have a
+    ``pp`` axis: layer ``l`` lives on stage ``l * pp // layers`` (its sub-mesh)."""
+
+    mesh: Mesh
+    rules: dict
+
+    def param_mesh(self, layer: int, layers: int) -> Mesh:
+        m = self.mesh
+        if "pp" not in m.names:
+            return m
+        pp = m.shape["pp"]
+        stage = 0 if layer < 0 else (pp - 1 if layer >= layers else layer * pp // layers)
+        i = m.names.index("pp")
+        ids = np.array(m.device_ids).reshape(m.sizes)
+        sub = np.take(ids, stage, axis=i).reshape(-1)
+        axes = tuple(a for a in m.axes if a[0] != "pp")
+        return Mesh(axes or (("one", 1),), devices=tuple(int(d) for d in sub))
+
+    def param_type(self, shape, role: str, mesh: Mesh) -> ArrayType:
+        rule = self.rules.get(role)
+        if rule is None:
+            raise WeightSyncError(f"weight-sync: no sharding rule for role {role!r}; add it under 'rules' "
+                                  f"(roles: expert, col, row, embed, vector, router)")
+        if len(rule) != len(shape):
+            raise WeightSyncError(f"weight-sync: rule {role}: {rule} has {len(rule)} dims, the parameter has "
+                                  f"{len(shape)} ({shape})")
+        dims = []
+        for size, axes in zip(shape, rule):
+            axes = tuple(a for a in (axes or ()) if a in mesh.names and mesh.shape[a] > 1)
+            dims.append(Dim(size, axes))
+        return ArrayType(tuple(dims))
+
+
+# -- costs on a machine ----------------------------------------------------------------------
+class Costs:
+    """Transfer and collective costs on ``machine`` with per-route caching."""
+
+    def __init__(self, machine):
+        from models.collectives import capacity
+
+        self.machine = machine
+        self.topo = machine.topology
+        self.cap = capacity(machine, self.topo, "permute")
+        self.alpha = machine.alpha_s("permute")
+        self._routes: dict = {}
+        self._lat: dict = {}
+        gpn = machine.dims[1] if machine.kind == "switched" and len(machine.dims) > 1 else machine.num_devices
+        self.gpn = gpn
+        nic = [i for i, k in enumerate(self.topo.link_key) if k[0] == "nic"]
+        self.nic_Bps = float(self.cap[nic].min()) if nic else float(self.cap.min())
+
+    def loads(self, pair_bytes: dict) -> tuple[np.ndarray, float]:
+        """``(bytes per link, the longest route's latency)`` of ``{(src, dst): bytes}``."""
+        load = np.zeros(len(self.topo.links))
+        lat = 0.0
+        idx, w = [], []
+        routes, lats = self._routes, self._lat
+        for (a, b), n in pair_bytes.items():
+            if a == b or n <= 0:
+                continue
+            r = routes.get((a, b))
+            if r is None:
+                r = routes[(a, b)] = np.asarray(self.topo.route(a, b), dtype=np.int64)
+                lats[(a, b)] = float(self.topo.latency[r].sum()) if len(r) else 0.0
+            if len(r):
+                idx.append(r)
+                w.append(n)
+                if lats[(a, b)] > lat:
+                    lat = lats[(a, b)]
+        if idx:
+            lens = np.fromiter((len(r) for r in idx), dtype=np.int64, count=len(idx))
+            np.add.at(load, np.concatenate(idx), np.repeat(np.asarray(w, dtype=float), lens))
+        return load, lat
+
+    def load_time_s(self, load: np.ndarray, lat: float) -> float:
+        """Busiest link's bytes / achieved capacity + launch + latency (0 when nothing moves)."""
+        used = load > 0
+        if not used.any():
+            return 0.0
+        return self.alpha + lat + float((load[used] / self.cap[used]).max())
+
+    def flows_time_s(self, pair_bytes: dict) -> float:
+        return self.load_time_s(*self.loads(pair_bytes))
+
+    def ops_time_s(self, schedule) -> float:
+        from models.analytic import op_time_s
+
+        return float(sum(op_time_s(op, self.machine) for op in schedule.ops))
+
+    def broadcast_s(self, nbytes: float, hops: int) -> float:
+        """A pipelined chain broadcast at NIC rate: ``bytes / NIC + hops x (alpha + latency)``."""
+        return nbytes / self.nic_Bps + hops * (self.alpha + float(self.machine.nic_latency_s or 0.0))
+
+
+# -- the whole-model plan --------------------------------------------------------------------
+@dataclass
+class ArrayPlan:
+    name: str
+    plan: object          # CrossPlan
+    load: np.ndarray      # bytes per link of its transfer
+    lat_s: float          # the longest route's latency
+    pre_s: float
+    post_s: float
+    stage_bytes: int      # the most one device stages for it (receive buffer + piece in flight)
+    resident: dict        # device -> max(src shard, dst shard) bytes
+
+
+@dataclass
+class SyncResult:
+    config: dict
+    arrays: int
+    distinct_plans: int
+    buckets: int
+    time_s: float
+    lower_bound_s: float
+    lower_bound_kind: str
+    peak_bytes_max_device: int
+    bound_bytes: int
+    baselines: dict
+    published: dict | None
+    planning_s: float
+    total_bytes: int
+    notes: list = field(default_factory=list)
+    planning_cpu_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"name": self.config.get("name"), "model": self.config.get("model"), "arrays": self.arrays,
+                "distinct_plans": self.distinct_plans, "buckets": self.buckets, "time_s": self.time_s,
+                "lower_bound_s": self.lower_bound_s, "lower_bound_kind": self.lower_bound_kind,
+                "ratio_to_bound": self.time_s / self.lower_bound_s if self.lower_bound_s else None,
+                "peak_bytes_max_device": self.peak_bytes_max_device, "bound_bytes": self.bound_bytes,
+                "bound_holds": self.peak_bytes_max_device <= self.bound_bytes,
+                "baselines": self.baselines, "published": self.published, "planning_s": self.planning_s,
+                "planning_cpu_s": self.planning_cpu_s,
+                "total_bytes": self.total_bytes, "notes": self.notes}
+
+
+def _signature(p, src_mesh, src_t, dst_mesh, dst_t, itemsize):
+    return (p.shape, str(src_mesh), str(src_t), str(dst_mesh), str(dst_t), itemsize)
+
+
+def plan_sync(cfg: dict, progress=None) -> SyncResult:
+    """Plan and cost the whole-model sync of ``cfg`` (a validated config, see
+    :mod:`experiments.weightsync.config`)."""
+    from experiments.weightsync.params import model_params
+    from models.crossmesh import cut_bound_terms
+    from models.profiles import load_profile
+    from synth.crossmesh import check_meshes, plan_crossmesh
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    machine = load_profile(cfg["machine"])
+    costs = Costs(machine)
+    train = Side(Mesh.parse(cfg["train"]["mesh"]), cfg["train"]["rules"])
+    infer = Side(Mesh.parse(cfg["infer"]["mesh"]), cfg["infer"]["rules"])
+    check_meshes(train.mesh, infer.mesh, machine.num_devices)
+    params = model_params(cfg["model"])
+    layers = max(p.layer for p in params)
+    itemsize = ITEMSIZE[cfg.get("target_dtype") or cfg.get("dtype") or "bf16"]
+    planner = cfg.get("planner", "normal")
+    cap = int(cfg["staging_cap_bytes"])
+    cache: dict = {}
+    bcache: dict = {}
+    arrays = []
+    terms_sum: dict = {}
+    for k, p in enumerate(params):
+        am = train.param_mesh(p.layer, layers)
+        bm = infer.mesh
+        st, dt = train.param_type(p.shape, p.role, am), infer.param_type(p.shape, p.role, bm)
+        key = _signature(p, am, st, bm, dt, itemsize)
+        ap = cache.get(key)
+        if ap is None:
+            plan = plan_crossmesh(am, st, bm, dt, itemsize, planner=planner,
+                                  cost=lambda q: _plan_cost(q, costs))
+            ap = cache[key] = _array_plan(p.name, plan, costs)
+            bcache[key] = cut_bound_terms(machine, am, st, bm, dt, itemsize)
+        if ap.stage_bytes > cap:
+            raise WeightSyncError(
+                f"weight-sync: the staging cap of {cap} bytes is below what parameter {p.name} {p.shape} needs "
+                f"staged on one device ({ap.stage_bytes} bytes: its receive buffer and largest piece); raise "
+                f"staging_cap_bytes to at least {ap.stage_bytes}")
+        arrays.append((p, ap))
+        for t, v in bcache[key].items():
+            terms_sum[t] = terms_sum.get(t, 0.0) + v
+        if progress and k % 50 == 0:
+            progress(k, len(params))
+    # buckets, in order, under the cap; smaller buckets pipeline better (the phase on B of one
+    # bucket runs while the next is on the wire): the bucket size with the least time wins. The
+    # per-parameter choice sums its phases; the whole model is also tried with every parameter
+    # sent shard to shard (direct, no collectives), and the faster schedule is ours.
+    direct = _direct_arrays(arrays, itemsize, planner, costs)
+    best = None
+    for cand in (arrays, direct):
+        for div in (1, 2, 4, 8, 16, 32, 64):
+            bs = _buckets(cand, max(1, cap // div))
+            t = _pipeline([_bucket_costs(b, costs) for b in bs])
+            if best is None or t < best[0] - 1e-12:
+                best = (t, bs, cand)
+    t_ours, buckets, arrays = best
+    resident: dict = {}
+    for _, ap in arrays:
+        for d, b in ap.resident.items():
+            resident[d] = resident.get(d, 0) + b
+    stage_max = max(sum(ap.stage_bytes for _, ap in b) for b in buckets)
+    peak = max(resident.values()) + min(2, len(buckets)) * stage_max
+    bound = max(resident.values()) + 2 * cap
+    lb_kind = max(terms_sum, key=terms_sum.get) if terms_sum else "none"
+    planning_s = time.perf_counter() - t0
+    planning_cpu_s = time.process_time() - c0
+    total = sum(p.elems for p, _ in arrays) * itemsize
+    baselines = _baselines(cfg, arrays, direct, itemsize, costs, cap)
+    notes = [f"{len(cache)} distinct plans for {len(arrays)} parameters",
+             "fused layouts (qkv, gate/up, experts w13) are planned per component and placed side by side locally",
+             f"machine {machine.spec}; transfers costed from aggregate link loads at achieved capacity"]
+    return SyncResult(cfg, len(arrays), len(cache), len(buckets), t_ours, terms_sum.get(lb_kind, 0.0), lb_kind, int(peak),
+                      int(bound), baselines, cfg.get("published"), planning_s, int(total), notes,
+                      planning_cpu_s)
+
+
+def _pairs(plan) -> dict:
+    pairs: dict = {}
+    for q in plan.transfer.remote:
+        pairs[(q.src, q.dst)] = pairs.get((q.src, q.dst), 0) + q.nbytes
+    return pairs
+
+
+def _plan_cost(plan, costs) -> float:
+    """A candidate's time on the machine: phase on A + transfer + phase on B."""
+    pre, _f, post = plan.schedules()
+    return costs.ops_time_s(pre) + costs.flows_time_s(_pairs(plan)) + costs.ops_time_s(post)
+
+
+def _array_plan(name, plan, costs) -> ArrayPlan:
+    pre, _flows, post = plan.schedules()
+    load, lat = costs.loads(_pairs(plan))
+    mem = plan.device_memory
+    stage = 0
+    for m in mem.values():
+        # what the transfer holds beyond the resident weights: the receive buffer (mid_b) when a
+        # collective on B follows, the piece in flight, the cast / slice copy on A
+        stage = max(stage, max(0, m["transfer_bytes"] - m["dst_shard_bytes"]) if m["dst_shard_bytes"] else
+                    (m["transfer_bytes"] if plan.pre.steps else 0))
+    resident = {d: m["own_bound_bytes"] for d, m in mem.items()}
+    return ArrayPlan(name, plan, load, lat, costs.ops_time_s(pre), costs.ops_time_s(post), int(stage), resident)
+
+
+def _bucket_costs(bucket, costs):
+    load = np.zeros(len(costs.topo.links))
+    lat = pre = post = 0.0
+    for _, ap in bucket:
+        load += ap.load
+        lat = max(lat, ap.lat_s)
+        pre += ap.pre_s
+        post += ap.post_s
+    return pre, costs.load_time_s(load, lat), post
+
+
+def _buckets(arrays, cap: int) -> list:
+    buckets, cur, cur_stage = [], [], 0
+    for p, ap in arrays:
+        if cur and cur_stage + ap.stage_bytes > cap:
+            buckets.append(cur)
+            cur, cur_stage = [], 0
+        cur.append((p, ap))
+        cur_stage += ap.stage_bytes
+    if cur:
+        buckets.append(cur)
+    return buckets
+
+
+def _pipeline(stages) -> float:
+    """Three-stage pipeline over buckets: A-phase, transfer, B-phase (each a resource)."""
+    end_a = end_x = end_b = 0.0
+    for pre, x, post in stages:
+        end_a = end_a + pre
+        end_x = max(end_a, end_x) + x
+        end_b = max(end_x, end_b) + post
+    return end_b
+
+
+# -- baselines -------------------------------------------------------------------------------
+def _holders(plan):
+    """Distinct source blocks of ``plan``: (bytes, first holder) per block."""
+    A = plan.src_mesh.local()
+    s, e = ArrayType(plan.src.dims).regions(A)
+    seen = {}
+    for i, d in enumerate(plan.src_mesh.device_ids):
+        key = (tuple(s[i]), tuple(e[i]))
+        if key not in seen:
+            seen[key] = (int(np.clip(e[i] - s[i], 0, None).prod()) * plan.itemsize, d)
+    return list(seen.values())
+
+
+def _direct_arrays(arrays, itemsize, planner, costs) -> list:
+    """Every parameter sent shard to shard: direct, no spreading on A, no collectives on B."""
+    from synth.crossmesh import plan_crossmesh
+
+    pcache: dict = {}
+    out = []
+    for p, ap in arrays:
+        plan = ap.plan
+        key = (p.shape, str(plan.src_mesh), str(plan.src), str(plan.dst))
+        if key not in pcache:
+            q = plan_crossmesh(plan.src_mesh, plan.src, plan.dst_mesh, plan.dst, itemsize,
+                               planner=planner, mode="direct", spread_source=False)
+            pcache[key] = _array_plan(p.name, q, costs)
+        out.append((p, pcache[key]))
+    return out
+
+
+def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
+    out = {}
+    b_ids = arrays[0][1].plan.dst_mesh.device_ids
+    nodes_b = len({d // costs.gpn for d in b_ids})
+    # gather-then-broadcast, parameter by parameter
+    memo: dict = {}
+    t_gb = t_dp = 0.0
+    for p, ap in arrays:
+        plan = ap.plan
+        key = (p.shape, str(plan.src_mesh), str(plan.src), str(plan.dst))
+        if key not in memo:
+            root = plan.src_mesh.device_ids[0]
+            gather = {}
+            for nb, h in _holders(plan):
+                if h != root:
+                    gather[(h, root)] = gather.get((h, root), 0) + nb
+            g = costs.flows_time_s(gather)
+            full = p.elems * itemsize
+            bcast = costs.broadcast_s(full, nodes_b + 1)
+            B = plan.dst_mesh.local()
+            shard = ArrayType(plan.dst.dims).shard_elems(B) * itemsize
+            scatter = {(root, d): shard for d in b_ids if d != root}
+            memo[key] = (g + bcast, g + costs.flows_time_s(scatter), g, bcast)
+        gb, dp, _, _ = memo[key]
+        t_gb += gb
+        t_dp += dp
+    out["gather_broadcast"] = {"time_s": t_gb}
+    out["device_put"] = {"time_s": t_dp}
+    # bucketed broadcast: full tensors in buckets of the cap, owners rotating over A
+    a_ids = arrays[0][1].plan.src_mesh.device_ids
+    stages, size, g_cur, k = [], 0, 0.0, 0
+    for p, ap in arrays:
+        full = p.elems * itemsize
+        if size and size + full > cap:
+            stages.append((g_cur, costs.broadcast_s(size, nodes_b + 1)))
+            size, g_cur, k = 0, 0.0, k + 1
+        size += full
+        g_cur += memo[(p.shape, str(ap.plan.src_mesh), str(ap.plan.src), str(ap.plan.dst))][2]
+    if size:
+        stages.append((g_cur, costs.broadcast_s(size, nodes_b + 1)))
+    end_g = end_b = 0.0
+    for g, b in stages:
+        end_g += g
+        end_b = max(end_g, end_b) + b
+    out["bucketed_broadcast"] = {"time_s": end_b, "buckets": len(stages), "owners": len(a_ids)}
+    # shard-to-shard point-to-point (receivers write into their weights; same buckets rule as ours)
+    t_p2p = min(_pipeline([_bucket_costs(b, costs) for b in _buckets(direct, max(1, cap // div))])
+                for div in (1, 2, 4, 8, 16, 32, 64))
+    out["p2p"] = {"time_s": t_p2p}
+    return out
+
+
+def format_result(r: SyncResult) -> str:
+    from synth.format import fmt_bytes
+
+    d = r.to_dict()
+    lines = [f"weight sync {d['name']}: {d['model']}, {d['arrays']} parameters ({fmt_bytes(d['total_bytes'])} to move), "
+             f"{d['distinct_plans']} distinct plans, {d['buckets']} buckets; planned in {d['planning_s']:.2f} s "
+             f"({d['planning_cpu_s']:.2f} s of CPU)",
+             f"  time_s                 {d['time_s']:.3f}",
+             f"  lower_bound_s          {d['lower_bound_s']:.3f}  ({d['lower_bound_kind']}); ratio "
+             f"{d['ratio_to_bound']:.2f}" if d["ratio_to_bound"] else "  lower_bound_s          0",
+             f"  peak_bytes_max_device  {d['peak_bytes_max_device']}  ({fmt_bytes(d['peak_bytes_max_device'])})",
+             f"  bound_bytes            {d['bound_bytes']}  ({fmt_bytes(d['bound_bytes'])}): "
+             f"{'holds' if d['bound_holds'] else 'EXCEEDED'}"]
+    for k, v in d["baselines"].items():
+        lines.append(f"  {k + '.time_s':27s}{v['time_s']:.3f}")
+    pub = d.get("published")
+    if pub:
+        lines.append(f"  {'published.time_s':27s}{pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
+    return "\n".join(lines)

@@ -1,0 +1,230 @@
+"""The A* engine over a :class:`synth.planners.moves.Space`, budgeted in work.
+
+:class:`Budget` counts the moves examined (every successor generated, permute targets
+included) and raises :class:`OutOfWork` past its limit; it also checks a wall-clock cap
+every 256 moves and raises :class:`OutOfTime` past it (a safety net only: a result cut by
+it depends on the machine's speed, and the planner says so).
+
+:func:`astar` finds the cheapest path under a cost model (``objective="time"``: the tuple
+``(time_s, bytes, collectives)`` compared in that order) with every type within ``cap``
+elements, and, when ``live_cap`` is given, every step's live buffers (input + output, or
+the re-padding buffer with either) within ``live_cap`` elements. ``objective="fewest"``
+ranks by ``(collectives, bytes, time)`` instead, among paths whose time bound stays
+within ``time_limit`` (the tie pass). The bound ``Space.h`` is admissible, and a node is
+re-opened when reached more cheaply, so what it returns on exhaustion is optimal over the
+move set within the caps.
+
+:func:`bottleneck` finds the least largest shard of any path (a minimax Dijkstra).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+
+from synth.planners.moves import Space
+
+_ZERO = (0.0, 0, 0)
+
+
+class OutOfWork(Exception):
+    """The work budget (moves examined) ran out."""
+
+
+class OutOfTime(Exception):
+    """The wall-clock safety cap fired."""
+
+
+class Budget:
+    """Moves examined, against ``limit``; wall-clock cap ``deadline`` (perf_counter)."""
+
+    def __init__(self, limit: int, deadline: float):
+        self.limit = int(limit)
+        self.deadline = float(deadline)
+        self.used = 0
+        self.expanded = 0
+
+    def tick(self, n: int = 1):
+        before = self.used
+        self.used += n
+        if self.used > self.limit:
+            raise OutOfWork
+        if (before >> 8) != (self.used >> 8) and time.perf_counter() > self.deadline:
+            raise OutOfTime
+
+
+def _add(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+class Found:
+    """A path found: its steps, cost ``(time_s, bytes, collectives)``, peak live elements
+    and the space it was found in."""
+
+    __slots__ = ("steps", "cost", "peak", "sp")
+
+    def __init__(self, steps, cost, peak, sp):
+        self.steps, self.cost, self.peak, self.sp = steps, cost, peak, sp
+
+
+def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=None,
+          objective: str = "time", time_limit=None):
+    """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc). Returns
+    ``(Found or None, exhausted)``; raises :class:`OutOfWork` / :class:`OutOfTime`.
+
+    Nodes are ``(state id, run)``: ``run`` is the shard (elements) at the start of the run
+    of slices in progress (0: none), when local ops cost something. In the full pass, the
+    permutes from a state to every type of its splits are one heap entry (a *class*
+    entry) until it is popped: its key is the cheapest such permute with no bound on the
+    rest (admissible), so most classes are never enumerated once an upper bound prunes
+    them."""
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
+    runs = not sp.local_free  # a run of slices is one local op, costed when it ends
+    fewest = objective == "fewest"
+    inf = float("inf")
+    shards, h_id = sp.shards, sp.h_id
+
+    def key(g, hh):
+        f = (g[0] + hh[0], g[1] + hh[1], g[2] + hh[2])
+        return (f[2], f[1], f[0]) if fewest else f
+
+    tick = budget.tick
+    sp.tick = tick
+    start = (s0, 0)
+    best_g = {start: _ZERO}
+    parent = {start: None}
+    peak_of = {start: shards[s0]}
+    counter = itertools.count()
+    heap = [(key(_ZERO, h_id(s0)), next(counter), _ZERO, start)]
+    push = heapq.heappush
+
+    def relax(node, g2, node2, steps, live):
+        if g2[0] == inf:
+            return
+        old = best_g.get(node2)
+        if old is not None and key(old, _ZERO) <= key(g2, _ZERO):
+            return
+        hh = h_id(node2[0])
+        if time_limit is not None and g2[0] + hh[0] > time_limit:
+            return
+        f2 = key(g2, hh)
+        if upper is not None and f2 >= upper:
+            return
+        best_g[node2] = g2
+        parent[node2] = (node, steps)
+        peak_of[node2] = max(peak_of[node], live)
+        push(heap, (f2, next(counter), g2, node2))
+
+    while heap:
+        f, _, g, node = heapq.heappop(heap)
+        if upper is not None and f >= upper:
+            break
+        if node[0] == "class":  # enumerate the permutes of a class entry now
+            _, origin, g0 = node
+            if g0 != best_g.get(origin):
+                continue
+            i, run = origin
+            sh = shards[i]
+            if live_cap is not None and 2 * sh > live_cap:
+                continue
+            g1 = _add(g0, sp.local_run_cost(run, sh)) if run else g0
+            state = sp.states[i]
+            dims, U = state
+            for d2 in sp.class_members(sp.info(dims)[0], U):
+                if d2 == dims:
+                    continue
+                s2 = (d2, U)
+                step = ("all_permute", s2)
+                relax(origin, _add(g1, sp.step_cost(step, state, s2)), (sp.intern(s2), 0), (step,), 2 * sh)
+            continue
+        if g != best_g.get(node):
+            continue  # stale: reached more cheaply since
+        i, run = node
+        if i == t and run == 0:
+            return Found(_path(parent, node), g, peak_of[node], sp), True
+        budget.expanded += 1
+        sh = shards[i]
+        succ = sp.successors(i, full)
+        tick(len(succ))
+        for steps, j, sh2, c in succ:
+            if c is None:
+                if steps[0][0] == "permute_class":
+                    c = sp.permute_floor(sp.states[i])
+                    g2 = _add(g, c)
+                    if upper is not None and key(g2, _ZERO) >= upper:
+                        continue
+                    if time_limit is not None and g2[0] > time_limit:
+                        continue
+                    push(heap, (key(g2, _ZERO), next(counter), g2, ("class", node, g)))
+                    continue
+                if sh2 > cap:
+                    continue
+                live = sh + sh2
+                if live_cap is not None and live > live_cap:
+                    continue
+                if runs:
+                    run2 = run or sh
+                    if j == t:
+                        relax(node, _add(g, sp.local_run_cost(run2, sh2)), (j, 0), steps, live)
+                    else:
+                        relax(node, g, (j, run2), steps, live)
+                else:
+                    relax(node, g, (j, 0), steps, live)
+                continue
+            if sh2 > cap:
+                continue
+            live = sh + sh2 if len(steps) == 1 else max(sh + sh2, 2 * sh)
+            if live_cap is not None and live > live_cap:
+                continue
+            g2 = (g[0] + c[0], g[1] + c[1], g[2] + c[2])
+            if run:
+                g2 = _add(g2, sp.local_run_cost(run, sh))
+            relax(node, g2, (j, 0), steps, live)
+    return None, True
+
+
+def _path(parent, node):
+    out = []
+    while parent[node] is not None:
+        node, steps = parent[node]
+        out.append(steps)
+    out.reverse()
+    return tuple(s for steps in out for s in steps)
+
+
+def bottleneck(sp: Space, budget: Budget, full: bool = True):
+    """The least largest shard (elements) over every path, by a minimax Dijkstra over the
+    full move set (``full``; else the directed pass's moves), without a cap."""
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
+    sp.tick = budget.tick
+    shards = sp.shards
+    best = {s0: shards[s0]}
+    counter = itertools.count()
+    heap = [(best[s0], next(counter), s0)]
+    done = set()
+    while heap:
+        b, _, i = heapq.heappop(heap)
+        if i in done:
+            continue
+        if i == t:
+            return b
+        done.add(i)
+        budget.expanded += 1
+        succ = sp.successors(i, full)
+        budget.tick(len(succ))
+        for steps, j, sh2, _c in succ:
+            if steps[0][0] == "permute_class":  # same shard: every member at bottleneck b
+                dims, U = sp.states[i]
+                for d2 in sp.class_members(sp.info(dims)[0], U):
+                    k = sp.intern((d2, U))
+                    if k not in done and best.get(k, b + 1) > b:
+                        best[k] = b
+                        heapq.heappush(heap, (b, next(counter), k))
+                continue
+            b2 = max(b, sh2)
+            if j in done or best.get(j, b2 + 1) <= b2:
+                continue
+            best[j] = b2
+            heapq.heappush(heap, (b2, next(counter), j))
+    return None

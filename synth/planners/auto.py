@@ -1,0 +1,332 @@
+"""The ``auto`` planner: the cheapest plan over the documented move set (see
+:mod:`synth.planners`) within the memory bound, or, where no plan stays within it, a
+plan with the least achievable largest shard; deterministic, and honest about what it
+proved.
+
+Phases, all inside one work budget (moves examined, :class:`synth.planners.astar.Budget`):
+
+1. a *directed* A* within ``bound = max(src shard, dst shard)``: permutes only to the
+   target and to types from which the target is reached by gathers and slices;
+2. if it found a plan, the *full* A* (permutes to every type of the same splits) with
+   that plan's cost as an upper bound: exhausted means optimal over the move set.
+   If it found none, the full A* within ``bound``; exhausted without a plan means no
+   bounded plan exists (proven), and then :func:`synth.planners.astar.bottleneck`
+   finds the least largest shard ``cap`` and 1-2 run again within ``cap``;
+3. the tie pass (:data:`synth.planners.cost.TIE_TOLERANCE`): among plans within the
+   tolerance of the optimum, the least peak live memory (a binary search over live
+   caps), then the fewest collectives, then the fewest bytes.
+
+``Plan.search`` records the outcome; its ``lower_bound_s`` is the machine's bound over
+*every* plan (:func:`synth.planners.cost.lower_bound_s`), never the search's frontier.
+"""
+
+from __future__ import annotations
+
+import time
+
+from synth.collectives import AllPermute, AllReduce, Unreduce
+from synth.errors import RedistributionError
+from synth.mesh import Mesh
+from synth.plan import Plan
+from synth.planners.astar import Budget, OutOfTime, OutOfWork, astar, bottleneck
+from synth.planners.cost import (
+    DEFAULT_BUDGET_MOVES,
+    DEFAULT_BUDGET_S,
+    TIE_TOLERANCE,
+    DefaultCost,
+    check_budget,
+    check_budget_moves,
+    cost_name,
+    lower_bound_s,
+    schedule_cost,
+)
+from synth.planners.moves import Space, work_mesh
+from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
+from synth.types import ArrayType, Dim, refine_type
+
+__all__ = ["plan_auto", "DEFAULT_BUDGET_MOVES", "DEFAULT_BUDGET_S"]
+
+
+def _fmt_t(v: float) -> str:
+    return f"{v * 1e3:.4g} ms" if v >= 1e-3 else f"{v * 1e6:.4g} us"
+
+
+class _State:
+    """What the phases established so far (kept when the budget runs out mid-phase)."""
+
+    def __init__(self):
+        self.found = None        # best Found so far
+        self.optimal = False     # the full search within ``cap`` is exhausted
+        self.min_max = None      # proven least largest shard (elements)
+        self.ties = "not run"
+        self.optimum_s = None    # the optimal time before the tie pass
+        self.cap = None          # the memory cap of the search (elements)
+        self.proven = None       # the move set over which st.found is proven optimal
+
+
+def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float):
+    """Cheapest plan within ``cap``; None when the full search proves there is none.
+    Where the directed pass finds nothing within ``cap``, a directed plan within the
+    least cap the directed moves achieve is kept first (the answer if the budget runs
+    out before the full search ends)."""
+    found, _ = astar(sp, budget, cap, full=False)
+    if found is not None:
+        st.found = found
+        if found.cost[0] <= lb_s * (1 + 1e-12):
+            return found  # it costs the bound over every plan: nothing is cheaper
+        better, _ = astar(sp, budget, cap, full=True, upper=found.cost)
+        return better if better is not None else found
+    if st.found is None:
+        m = bottleneck(sp, budget, full=False)
+        if m is not None:
+            st.found = astar(sp, budget, m, full=False)[0]
+    return astar(sp, budget, cap, full=True)[0]
+
+
+def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
+    """Among plans within TIE_TOLERANCE of the optimum: least peak live, then fewest
+    collectives, then fewest bytes (see the module doc)."""
+    best = st.found
+    t_star = best.cost[0]
+    limit = t_star * (1 + TIE_TOLERANCE) + 1e-15
+    st.optimum_s = t_star
+    # live caps worth trying: sums of two shard sizes seen, below the optimum's peak
+    lo = max(sp.shard(sp.S0), sp.shard(sp.T))
+    shards = sorted(v for v in {v[2] for v in sp._info.values()} | {sp.shard(sp.S0), sp.shard(sp.T)}
+                    if v < best.peak)[-64:]
+    cands = sorted({a + b for a in shards for b in shards if lo <= a + b < best.peak})
+    if cands:
+        # feasibility is monotone in the cap: binary search for the least feasible one
+        i, j = 0, len(cands)
+        while i < j:
+            mid = (i + j) // 2
+            f, _ = astar(sp, budget, cap, full=True, live_cap=cands[mid], time_limit=limit)
+            if f is not None and f.cost[0] <= limit:
+                if (f.peak, f.cost[2], f.cost[1]) < (best.peak, best.cost[2], best.cost[1]):
+                    best = f
+                j = mid
+            else:
+                i = mid + 1
+    if best.cost[2] <= 1:
+        st.ties = "broken"
+        return best
+    f, _ = astar(sp, budget, cap, full=True, live_cap=best.peak, objective="fewest", time_limit=limit)
+    if f is not None and f.cost[0] <= limit and f.peak <= best.peak and \
+            (f.cost[2], f.cost[1]) < (best.cost[2], best.cost[1]):
+        best = f
+    st.ties = "broken"
+    return best
+
+
+#: Move-set options of ``auto`` (``move_set=`` / ``--move-set``): ``full`` (the default: the
+#: documented move set over the prime factors of every axis) or ``whole-axes`` (the same
+#: moves over whole mesh axes and the factors the types name only).
+MOVE_SETS = ("full", "whole-axes")
+
+
+def check_move_set(value) -> str:
+    if not isinstance(value, str) or value not in MOVE_SETS:
+        raise RedistributionError(
+            f"auto planner: unknown move set {value!r}; choose one of {', '.join(MOVE_SETS)} "
+            "(e.g. --move-set full)")
+    return value
+
+
+def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, cost=None,
+              budget_s: float | None = None, budget_moves: int | None = None,
+              move_set: str = "full") -> Plan:
+    """The ``auto`` plan (see the module doc). ``cost``: a cost model
+    (:class:`synth.planners.cost.DefaultCost` when None; a machine's is
+    ``models.plan_cost.machine_cost``). ``budget_moves``: the work budget (default
+    :data:`DEFAULT_BUDGET_MOVES`); ``budget_s``: the wall-clock safety cap (default
+    :data:`DEFAULT_BUDGET_S`).
+
+    ``Plan.search`` holds: ``status``, ``optimal`` (no plan over the move set within the
+    memory cap costs less, up to the tie tolerance), ``cost_model``, ``time_s``,
+    ``bytes_moved``, ``collectives``, ``optimum_s`` (the least time, before ties were
+    broken), ``lower_bound_s`` (bound over every plan) and ``gap_s``, ``bound_bytes``,
+    ``max_shard_bytes``, ``bound_met``, ``min_max_shard_bytes`` (proven least largest
+    shard, or None), ``ties``, ``budget_moves``, ``moves``, ``states``, ``budget_s``,
+    ``elapsed_s``, ``cap_fired``."""
+    t0 = time.perf_counter()
+    cost = cost if cost is not None else DefaultCost()
+    cap_s = DEFAULT_BUDGET_S if budget_s is None else check_budget(budget_s)
+    limit = DEFAULT_BUDGET_MOVES if budget_moves is None else check_budget_moves(budget_moves)
+    move_set = check_move_set(move_set)
+    from synth.types import refine
+
+    base = mesh.base_mesh if mesh.base else mesh
+    w1 = refine(base, [src, dst])[0]          # whole axes (and the factors the types name)
+    w2 = work_mesh(mesh, [src, dst]) if move_set == "full" else w1   # every prime factor
+    sp1 = Space(w1, refine_type(src, w1), refine_type(dst, w1), itemsize, cost, MAX_FUSED_GROUP)
+    sp2 = None
+    if w2.axes != w1.axes:
+        sp2 = Space(w2, refine_type(src, w2), refine_type(dst, w2), itemsize, cost, MAX_FUSED_GROUP)
+    budget = Budget(limit, t0 + cap_s)
+    st = _State()
+    bound = max(sp1.shard(sp1.S0), sp1.shard(sp1.T))
+    lb_s = lower_bound_s(mesh, src, dst, itemsize, cost)
+    cut = None
+    try:
+        # level 1: whole axes (a small space: a good plan fast, and an upper bound)
+        cap = bound
+        found = _solve(sp1, budget, cap, st, lb_s)
+        if found is None:  # no plan within the bound over whole axes (proven)
+            cap = bottleneck(sp1, budget)
+            if cap is None:
+                raise AssertionError("auto: the target is unreachable from the source")
+            found = _solve(sp1, budget, cap, st, lb_s)
+        st.found, st.cap = found, cap
+        st.proven = "whole-axes"
+        if sp2 is None:
+            st.proven, st.min_max = move_set, cap
+        elif found.cost[0] <= lb_s * (1 + 1e-12) and cap == bound:
+            st.proven, st.min_max = move_set, cap  # it costs the bound over every plan
+        else:
+            # level 2: every prime factor, the full move set, bounded by level 1's plan
+            if cap == bound:
+                f2, _ = astar(sp2, budget, bound, full=False, upper=found.cost)
+                if f2 is not None:
+                    st.found = f2
+                f3, _ = astar(sp2, budget, bound, full=True, upper=st.found.cost)
+                f2 = f3 or f2
+            else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
+                sub = _State()
+                f2 = _solve(sp2, budget, bound, sub, lb_s)
+                if f2 is None:
+                    m = bottleneck(sp2, budget)
+                    if m < cap:
+                        f2 = _solve(sp2, budget, m, sub, lb_s)
+                    else:
+                        f2, _ = astar(sp2, budget, m, full=True, upper=found.cost)
+                    cap = m
+                else:
+                    cap = bound
+            if f2 is not None:
+                st.found = f2
+            st.cap, st.min_max, st.proven = cap, cap, move_set
+        st.optimal = True
+        st.found = _tie_pass(sp2 or sp1, budget, st.cap, st)
+    except OutOfWork:
+        cut = "work"
+    except OutOfTime:
+        cut = "time"
+    notes = []
+    if st.found is not None:
+        fsp = st.found.sp
+        plan = _build(fsp, fsp.mesh, refine_type(src, fsp.mesh), refine_type(dst, fsp.mesh), src, dst,
+                      st.found.steps, itemsize)
+    else:
+        plan = plan_normal(mesh, src, dst, itemsize)
+        what = f"work budget of {limit} moves" if cut == "work" else f"wall-clock cap of {cap_s:g} s"
+        notes.append(f"auto: the {what}"
+                     " ran out before the search found a plan; returned the normal planner's plan "
+                     "(not searched to the end; raise --budget-moves)")
+    if st.found is not None and st.found.sp.fast:
+        # the search's own cost: under the default model it is the schedule's, step by
+        # step (tests check it against schedule_cost); big meshes skip building the schedule
+        t_s, moved, ncoll = st.found.cost
+    else:
+        t_s, moved, ncoll = schedule_cost(plan, cost)
+    optimal = st.optimal and st.proven == move_set
+    if optimal and st.found is not None and abs(t_s - st.found.cost[0]) > 1e-9 * max(t_s, 1e-9):
+        optimal = False  # the search's step costs and the schedule's disagree: claim nothing
+        notes.append(f"auto: the schedule costs {_fmt_t(t_s)} where the search counted "
+                     f"{_fmt_t(st.found.cost[0])}; not claimed optimal")
+    if cut == "work" and st.found is not None:
+        notes.append(f"auto: the work budget of {limit} moves ran out"
+                     + (" while breaking ties (the plan is optimal; ties by peak memory were not all "
+                        "compared)" if optimal else "; this is the best plan found, not proven optimal "
+                        "(raise --budget-moves to search further)"))
+    if cut == "time":
+        notes.append(f"auto: the wall-clock safety cap of {cap_s:g} s fired after {budget.used} moves; "
+                     "this result depends on the machine's speed and load (raise --budget-ms, or "
+                     "lower --budget-moves)")
+    bound_b = plan.bound_bytes
+    max_shard = plan.max_shard_bytes
+    min_b = None if st.min_max is None else int(st.min_max) * itemsize
+    if max_shard > bound_b:
+        if min_b is not None and min_b == max_shard:
+            notes.append(f"auto: no plan over the move set ({move_set}) stays within the memory bound of {bound_b} B "
+                         f"per device (proven: the search is exhausted); this plan's largest shard, "
+                         f"{max_shard} B, is the least such plans achieve")
+        else:
+            notes.append(f"auto: the largest shard, {max_shard} B, exceeds the memory bound of {bound_b} B "
+                         "per device, and the budget ran out before proving whether a bounded plan "
+                         "exists; raise --budget-moves")
+    if optimal:
+        status = "optimal"
+    elif cut == "time":
+        status = "best found before the wall-clock cap (load-dependent)"
+    elif st.found is None:
+        status = "not searched to the end (normal's plan)"
+    else:
+        status = "best found within the work budget"
+    lb_s = min(lb_s, t_s)
+    search = {
+        "status": status, "optimal": bool(optimal), "cost_model": cost_name(cost),
+        "time_s": float(t_s), "bytes_moved": int(moved), "collectives": int(ncoll),
+        "optimum_s": None if st.optimum_s is None or not optimal else float(st.optimum_s),
+        "lower_bound_s": float(lb_s), "gap_s": float(max(t_s - lb_s, 0.0)),
+        "bound_bytes": int(bound_b), "max_shard_bytes": int(max_shard),
+        "bound_met": bool(max_shard <= bound_b), "min_max_shard_bytes": min_b,
+        "ties": st.ties, "tie_tolerance": TIE_TOLERANCE, "move_set": move_set,
+        "optimal_over": st.proven if st.optimal or st.proven == "whole-axes" else None,
+        "sub_axes": bool(plan.work_mesh.base),
+        "budget_moves": int(limit), "moves": int(min(budget.used, limit)),
+        "states": int(budget.expanded), "budget_s": float(cap_s),
+        "elapsed_s": float(time.perf_counter() - t0), "cap_fired": cut == "time",
+    }
+    return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
+                tuple(plan.notes) + tuple(notes), search=search)
+
+
+def _build(sp: Space, wm: Mesh, ws: ArrayType, wd: ArrayType, src, dst, steps, itemsize) -> Plan:
+    """The plan: relabelling steps for size-1 axes at either end, the searched steps on the
+    work mesh, checked by ``Plan.build``; written back in the user's canonical form."""
+    unit = {a for a, s in wm.axes if s == 1}
+    pre, post = [], []
+    stripped = ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if a not in unit)) for d in ws.dims),
+                         ws.unreduced)
+    if stripped != ws:
+        pre.append(AllPermute(stripped))
+    red = tuple(a for a in ws.unreduced if a in unit and a not in wd.unreduced)
+    if red:
+        pre.append(AllReduce(red))
+    core = [sp.collective(s) for s in steps]
+    new = tuple(a for a in wd.unreduced if a in unit and a not in ws.unreduced)
+    if new:
+        post.append(Unreduce(new))
+    end = sp.to_type(sp.T).with_unreduced(sp.to_type(sp.T).unreduced + new)
+    if end != wd:
+        post.append(AllPermute(wd))
+    full = _merge_permutes(pre + core + post)
+    if not wm.base:
+        return Plan.build(wm, src, dst, full, itemsize, "auto")
+    # steps in the user's canonical form: adjacent factors of one axis merge (a plan that
+    # moves whole axes only runs on the user's mesh)
+    base = wm.base_mesh
+    return Plan.build(base, src, dst, [_canon_step(c, base) for c in full], itemsize, "auto")
+
+
+def _canon_names(names, base):
+    return ArrayType((Dim(1, tuple(names)),)).canonical(base).dims[0].axes
+
+
+def _canon_step(c, base):
+    from dataclasses import replace
+
+    if isinstance(c, AllPermute):
+        return AllPermute(ArrayType.of(c.target).canonical(base))
+    axis = (c.axis,) if isinstance(c.axis, str) else tuple(c.axis)
+    names = _canon_names(axis, base)
+    return replace(c, axis=names[0] if len(names) == 1 else names)
+
+
+def check_auto_args(budget_s=None, budget_moves=None):
+    """Validate the budgets up front (the CLIs and ``synthesize`` call this)."""
+    if budget_s is not None:
+        check_budget(budget_s)
+    if budget_moves is not None:
+        check_budget_moves(budget_moves)
+

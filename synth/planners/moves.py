@@ -1,0 +1,685 @@
+"""The search space of ``auto``: integer-coded types and the move table.
+
+A :class:`Space` is one synthesis problem on the *work mesh* (the user's mesh with every
+axis split into its prime factors, see :func:`work_mesh`). Its invariants, stated once:
+
+* a state is ``(dims, U)``: ``dims[i]`` the tuple of axis *indices* (into
+  :attr:`Space.names`, major to minor) that split dim ``i``; ``U`` the sorted tuple of
+  axis indices over which sums are pending. Axes of size 1 never appear (they hold no
+  data); an axis appears at most once in a state.
+* every state the moves produce is a valid type: each move applies exactly the type
+  rule of its collective in :mod:`synth.collectives` (divisibility, and the nesting rule
+  of uneven dims), written here on integers;
+* a move is a tuple of steps (usually one; a reordering permute and the gather or
+  all-to-all it enables form one move), each step a tuple ``(kind, ...)`` that
+  :meth:`Space.collective` turns into the collective object.
+
+Example, mesh ``data=4,model=2`` (work mesh ``data:(1)2, data:(2)2, model``: indices 0, 1,
+2): ``[8192{data}, 4096{model}]`` is the state ``(((0, 1), (2,)), ())``; the all-to-all of
+the minor factor of ``data`` into dim 1 is the step ``("all_to_all", 0, 1, (1,))`` and
+leads to ``(((0,), (2, 1)), ())``.
+
+The move table :data:`MOVES` has one generator per collective kind (the search's view of
+the collectives table); a new kind adds one generator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from synth.collectives import (
+    AllGather,
+    AllPermute,
+    AllReduce,
+    AllToAll,
+    DynSlice,
+    ReduceScatter,
+    Unreduce,
+    nests,
+    schedule_ops,
+)
+from synth.mesh import Mesh
+from synth.planners.cost import op_time
+from synth.types import ArrayType, Dim, cuts_of, refine_type
+
+#: Orders of a dim's axes subset tried by one gather / all-to-all: every order for subsets
+#: of at most this many axes, the current order for larger ones.
+MAX_ORDERED_SUBSET = 3
+
+
+def primes(n: int) -> list[int]:
+    out, f = [], 2
+    while f * f <= n:
+        while n % f == 0:
+            out.append(f)
+            n //= f
+        f += 1
+    return out + ([n] if n > 1 else [])
+
+
+def work_mesh(mesh: Mesh, types=()) -> Mesh:
+    """``mesh`` with every axis split into prime factors (ascending, major first) inside
+    each factor the ``types`` use: on ``x=12`` the factors ``x:(1)2, x:(2)2, x:(4)3``.
+    Returns ``mesh`` itself when no axis has a composite size and no type uses sub-axes."""
+    base = mesh.base_mesh if mesh.base else mesh
+    cuts = cuts_of(base, list(types))
+    out: dict[str, set[int]] = {}
+    for a, n in base.axes:
+        marks = sorted({1, n} | set(cuts.get(a, ())))
+        got = set()
+        for lo, hi in zip(marks[:-1], marks[1:]):
+            pre = lo
+            for f in primes(hi // lo)[:-1]:
+                pre *= f
+                got.add(pre)
+            if hi != n:
+                got.add(hi)
+        if got:
+            out[a] = got
+    return base.refine(out) if out else base
+
+
+class Space:
+    """One problem: work mesh, global shape, source and target state (see the module doc).
+
+    ``kept_unit`` are size-1 axes pending in both source and target: they ride along
+    unchanged in every type (the planner adds relabelling steps for the other size-1
+    axes at either end)."""
+
+    def __init__(self, mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int, cost, max_fused: int):
+        self.mesh = mesh
+        self.shape = tuple(src.shape)
+        self.rank = len(self.shape)
+        self.names = tuple(a for a, s in mesh.axes if s > 1)
+        self.idx = {a: k for k, a in enumerate(self.names)}
+        self.sz = tuple(mesh.shape[a] for a in self.names)
+        #: per axis index, the user's mesh axis it is a factor of
+        self.base_of = tuple(a.split(":")[0] for a in self.names)
+        self.nfactors: dict[str, int] = {}
+        for b in self.base_of:
+            self.nfactors[b] = self.nfactors.get(b, 0) + 1
+        self.kept_unit = tuple(a for a in src.unreduced if mesh.shape[a] == 1 and a in dst.unreduced)
+        self.itemsize = itemsize
+        self.cost = cost
+        self.max_fused = max_fused
+        #: the directed pass tries every order of subsets of at most this many axes
+        self.max_ordered = MAX_ORDERED_SUBSET if len(self.names) <= 6 else 2
+        self.local_free = bool(getattr(cost, "local_free", False))
+        self.floor = float(cost.comm_floor_s())
+        self.bytes_lb = getattr(cost, "bytes_lower_bound_s", lambda m: 0.0)
+        self.S0 = self.code(src)
+        self.T = self.code(dst)
+        self.TU = frozenset(self.T[1])
+        self._info: dict = {}
+        self._cost: dict = {}
+        self._class: dict = {}
+        self._goal_adj: dict = {}
+        self._h: dict = {}
+        self._ov: dict = {}
+        self._succ: dict = {}
+        self._cur = None
+        self._ids: dict = {}
+        self.states: list = []   # id -> state
+        self.shards: list = []   # id -> shard elements
+        self._hv: list = []      # id -> h (None until asked)
+        self._sub: dict = {}
+        self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
+        self.tick = None  # set by the engine: called once per move examined
+        from synth.planners.cost import DefaultCost
+
+        self.fast = type(cost) is DefaultCost
+
+    # -- coding ----------------------------------------------------------------------
+    def code(self, t: ArrayType):
+        idx = self.idx
+        dims = tuple(tuple(idx[a] for a in d.axes if a in idx) for d in t.dims)
+        return dims, tuple(sorted(idx[a] for a in t.unreduced if a in idx))
+
+    def to_type(self, state) -> ArrayType:
+        dims, U = state
+        nm = self.names
+        return ArrayType(tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
+                         tuple(nm[k] for k in U) + self.kept_unit)
+
+    def info(self, dims):
+        """``(splits, local shape, shard elements, bitmask of used axes)`` of ``dims``."""
+        cur = self._cur
+        if cur is not None and cur[0] is dims:
+            return cur[1]
+        v = self._info.get(dims)
+        if v is None:
+            sz = self.sz
+            splits, used = [], 0
+            for ax in dims:
+                p = 1
+                for k in ax:
+                    p *= sz[k]
+                    used |= 1 << k
+                splits.append(p)
+            loc = tuple(-(-n // k) for n, k in zip(self.shape, splits))
+            v = self._info[dims] = (tuple(splits), loc, math.prod(loc), used)
+        return v
+
+    def shard(self, state) -> int:
+        return self.info(state[0])[2]
+
+    # -- collectives and their exact cost -------------------------------------------------
+    def collective(self, step):
+        nm = self.names
+        kind = step[0]
+        if kind == "dyn_slice":
+            return DynSlice(step[1], tuple(nm[k] for k in step[2]))
+        if kind == "all_gather":
+            return AllGather(step[1], tuple(nm[k] for k in step[2]))
+        if kind == "all_to_all":
+            return AllToAll(step[1], step[2], tuple(nm[k] for k in step[3]))
+        if kind == "all_permute":
+            return AllPermute(self.to_type(step[1]))
+        if kind == "all_reduce":
+            return AllReduce(tuple(nm[k] for k in step[1]))
+        if kind == "reduce_scatter":
+            return ReduceScatter(step[1], tuple(nm[k] for k in step[2]))
+        if kind == "unreduce":
+            return Unreduce(tuple(nm[k] for k in step[1]))
+        raise ValueError(f"unknown move kind {kind!r}")
+
+    def step_cost(self, step, a, b):
+        """``(time_s, bytes received by the neediest device, collectives)`` of one step
+        from state ``a`` to ``b``: the cost model's time of the step's own schedule ops
+        (:func:`synth.collectives.schedule_ops`, the lowering ``Plan.to_schedule`` uses),
+        memoised on what the ops depend on (the step and the local shapes; a permute's
+        pairs depend on both types)."""
+        if self.fast:  # plain arithmetic: cheaper than a memo lookup
+            return self._alpha_beta(step, a, b)
+        if step[0] == "all_permute":
+            key = (a[0], b[0], a[1])
+        else:
+            key = (step, self.info(a[0])[1], self.info(b[0])[1])
+        c = self._cost.get(key)
+        if c is None:
+            col = self.collective(step)
+            ta, tb = self.to_type(a), self.to_type(b)
+            mesh = self.mesh
+            if col.is_noop(ta, mesh):
+                c = (0.0, 0, 0)
+            else:
+                ops = schedule_ops(col, ta, tb, mesh, self.itemsize)
+                if self.local_free:
+                    t = sum(op_time(self.cost, op) for op in ops if not op.is_local)
+                else:
+                    t = sum(op_time(self.cost, op) for op in ops)
+                recv = 0 if col.local else int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
+                c = (t, recv, 0 if col.local else 1)
+            self._cost[key] = c
+        return c
+
+    def _alpha_beta(self, step, a, b):
+        """:meth:`step_cost` under :class:`~synth.planners.cost.DefaultCost` without
+        building the ops: the same bytes as each kind's schedule lowering and
+        ``recv_elems`` (local ops are free)."""
+        kind, isz = step[0], self.itemsize
+        if kind in ("dyn_slice", "unreduce"):
+            return (0.0, 0, 0)
+        sz = self.sz
+        _, loc_a, sh_a, _ = self.info(a[0])
+        if kind == "all_permute":
+            op_b = metric = sh_a * isz
+        else:
+            X = step[2] if kind in ("all_gather", "reduce_scatter") else (
+                step[3] if kind == "all_to_all" else step[1])
+            n = math.prod(sz[k] for k in X)
+            if kind == "all_gather":
+                op_b = metric = (n - 1) * sh_a * isz
+            elif kind == "all_to_all":
+                j = step[2]
+                loc = list(loc_a)
+                loc[j] = n * self.info(b[0])[1][j]
+                sent = math.prod(loc)
+                op_b, metric = sent * isz * (n - 1) // n, sent * (n - 1) // n * isz
+            elif kind == "all_reduce":
+                op_b, metric = 2 * sh_a * isz * (n - 1) // n, 2 * (n - 1) * sh_a // n * isz
+            else:  # reduce_scatter
+                op_b = metric = (n - 1) * self.info(b[0])[2] * isz
+        return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
+
+    def permute_floor(self, state):
+        """No permute from ``state`` to another type costs less (a class entry's key)."""
+        if self.fast:
+            b = self.shard(state) * self.itemsize
+            return (self.cost.alpha_s + b / self.cost.bandwidth_Bps, b, 1)
+        return (self.floor, 0, 1)
+
+    def local_run_cost(self, in_elems, out_elems):
+        """A run of consecutive DynSlices is one local op (``Plan.to_schedule`` fuses them)."""
+        key = ("run", in_elems, out_elems)
+        c = self._cost.get(key)
+        if c is None:
+            from synth.schedule import ScheduleOp
+
+            op = ScheduleOp("dyn_slice", in_elems * self.itemsize, out_elems * self.itemsize,
+                            groups=tuple((d,) for d in range(self.mesh.size)))
+            c = self._cost[key] = (op_time(self.cost, op), 0, 0)
+        return c
+
+    # -- bounds ------------------------------------------------------------------------
+    def local_reach(self, state) -> bool:
+        """The target is reached from ``state`` by local steps only (slices, unreduce)."""
+        dims, U = state
+        T = self.T[0]
+        return all(T[i][:len(a)] == a for i, a in enumerate(dims)) and self.TU.issuperset(U)
+
+    def h(self, state):
+        """Admissible bound ``(time_s, bytes, collectives)`` on the rest of the way: 0 when
+        the target is reached locally; else one communicating op at least, and, where no
+        sums are pending or to add and the dims are even, the bytes the neediest device
+        lacks (the target block less the product of the per-dim largest overlaps)."""
+        v = self._h.get(state)
+        if v is None:
+            if self.local_reach(state):
+                v = (0.0, 0, 0)
+            else:
+                dims, U = state
+                m = 0
+                if not U and not self.T[1] and self._even_T and all(
+                        n % k == 0 for n, k in zip(self.shape, self.info(dims)[0])):
+                    p = 1
+                    for i in range(self.rank):
+                        p *= self._overlap(i, dims[i])
+                    m = (self.info(self.T[0])[2] - p) * self.itemsize
+                v = (max(self.floor, self.bytes_lb(m)), m, 1)
+            self._h[state] = v
+        return v
+
+    def _overlap(self, i, axes):
+        """The largest overlap, over devices, along dim i of a device's block under
+        ``axes`` with its target block (even dims), on the sub-grid of the axes of
+        either side."""
+        key = (i, axes)
+        v = self._ov.get(key)
+        if v is None:
+            import numpy as np
+
+            tax = self.T[0][i]
+            union = tuple(dict.fromkeys(axes + tax))
+            sizes = [self.sz[a] for a in union]
+            n = self.shape[i]
+            ka, kt = math.prod(self.sz[a] for a in axes), math.prod(self.sz[a] for a in tax)
+            if math.prod(sizes) > 512 or not set(axes) & set(tax):
+                # independent coordinates (or a large grid): the smaller block bounds it
+                v = self._ov[key] = min(n // ka, n // kt)
+                return v
+            grid = np.indices(sizes).reshape(len(union), -1) if union else np.zeros((0, 1), np.int64)
+            pos = {a: j for j, a in enumerate(union)}
+
+            def starts(ax, k):
+                idx = np.zeros(grid.shape[1], dtype=np.int64)
+                for a in ax:
+                    idx = idx * self.sz[a] + grid[pos[a]]
+                return idx * (n // k)
+
+            s0, t0 = starts(axes, ka), starts(tax, kt)
+            o = np.minimum(s0 + n // ka, t0 + n // kt) - np.maximum(s0, t0)
+            v = self._ov[key] = max(int(o.max()), 0)
+        return v
+
+    # -- permute targets ---------------------------------------------------------------
+    def class_members(self, splits, U):
+        """Every valid dims of these per-dim splits over the axes not in ``U`` (any axes,
+        any order): the targets of a permute."""
+        key = (splits, U)
+        got = self._class.get(key)
+        if got is not None:
+            return got
+        sz = self.sz
+        free0 = tuple(k for k in range(len(sz)) if k not in U)
+        out = []
+        tick = self.tick
+
+        def rec(i, free, acc):
+            if i == len(splits):
+                out.append(tuple(acc))
+                return
+            for combo in _subsets_with_product(free, sz, splits[i]):
+                rest = tuple(a for a in free if a not in combo)
+                for order in itertools.permutations(combo):
+                    if tick is not None:
+                        tick()
+                    acc.append(order)
+                    rec(i + 1, rest, acc)
+                    acc.pop()
+
+        rec(0, free0, [])
+        self._class[key] = out
+        return out
+
+    def goal_adjacent(self, splits, U):
+        """Dims of these splits from which the target is reached by gathers then slices:
+        a prefix of every target dim, then other axes (in mesh order)."""
+        key = (splits, U)
+        got = self._goal_adj.get(key)
+        if got is not None:
+            return got
+        sz, T = self.sz, self.T[0]
+        out = []
+        tick = self.tick
+        for cut in itertools.product(*(range(len(a) + 1) for a in T)):
+            pre = tuple(a[:c] for a, c in zip(T, cut))
+            if U and any(x in U for p in pre for x in p):
+                continue
+            extra = []
+            for p, k in zip(pre, splits):
+                q = math.prod(sz[a] for a in p)
+                if k % q:
+                    break
+                extra.append(k // q)
+            else:
+                used = {a for p in pre for a in p}
+                rest = tuple(a for a in range(len(sz)) if a not in used and a not in U)
+                for assign in _assign_products(rest, sz, extra, tick):
+                    out.append(tuple(p + e for p, e in zip(pre, assign)))
+        out = list(dict.fromkeys(out))
+        self._goal_adj[key] = out
+        return out
+
+    def moves(self, state, full):
+        """Every move from ``state``: ``(steps, next state)`` (see :data:`MOVES`)."""
+        self._cur = (state[0], self.info(state[0]))
+        for gen in MOVES.values():
+            yield from gen(self, state, full)
+
+    # -- integer ids: the engine works on ids, hashing each state tuple once ----------------
+    def intern(self, state) -> int:
+        """The id of ``state`` (states are numbered as first seen)."""
+        i = self._ids.get(state)
+        if i is None:
+            i = self._ids[state] = len(self.states)
+            self.states.append(state)
+            self.shards.append(self.info(state[0])[2])
+            self._hv.append(None)
+        return i
+
+    def h_id(self, i):
+        v = self._hv[i]
+        if v is None:
+            v = self._hv[i] = self.h(self.states[i])
+        return v
+
+    def successors(self, i, full):
+        """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
+        of the steps)`` (cost None for a slice, whose cost depends on the run, and for a
+        permute class), generated once per state and pass kind and kept for later passes."""
+        key = (i, full)
+        v = self._succ.get(key)
+        if v is None:
+            v = []
+            state = self.states[i]
+            intern = self.intern
+            for steps, s2 in self.moves(state, full):
+                kind = steps[0][0]
+                if kind in ("dyn_slice", "permute_class"):
+                    j = intern(s2)
+                    v.append((steps, j, self.shards[j], None))
+                    continue
+                c = (0.0, 0, 0)
+                prev = state
+                for st in steps:
+                    nxt = s2 if st is steps[-1] else st[1]
+                    a = self.step_cost(st, prev, nxt)
+                    c = (c[0] + a[0], c[1] + a[1], c[2] + a[2])
+                    prev = nxt
+                j = intern(s2)
+                v.append((steps, j, self.shards[j], c))
+            self._succ[key] = v
+        return v
+
+
+def _subsets_with_product(axes, sz, want):
+    out = []
+
+    def rec(k, p, acc):
+        if p == want:
+            out.append(tuple(acc))
+            return
+        for j in range(k, len(axes)):
+            s = sz[axes[j]]
+            if want % (p * s) == 0:
+                acc.append(axes[j])
+                rec(j + 1, p * s, acc)
+                acc.pop()
+
+    rec(0, 1, [])
+    return out
+
+
+def _assign_products(rest, sz, extra, tick=None):
+    """Assignments of ``rest`` axes to dims (or to none) so that dim i receives axes of
+    product ``extra[i]``; each dim's axes in the order of ``rest``."""
+    out = []
+    rank = len(extra)
+    suffix = [1] * (len(rest) + 1)
+    for k in range(len(rest) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] * sz[rest[k]]
+
+    def rec(k, rem, acc):
+        if tick is not None:
+            tick()
+        if math.prod(rem) > suffix[k]:
+            return
+        if k == len(rest):
+            if all(r == 1 for r in rem):
+                out.append(tuple(tuple(a) for a in acc))
+            return
+        a = rest[k]
+        s = sz[a]
+        rec(k + 1, rem, acc)
+        for i in range(rank):
+            if rem[i] % s == 0:
+                acc[i].append(a)
+                rem2 = list(rem)
+                rem2[i] //= s
+                rec(k + 1, rem2, acc)
+                acc[i].pop()
+
+    rec(0, list(extra), [[] for _ in range(rank)])
+    return out
+
+
+def _dim_moves(sp: Space, i, ax, full, capped):
+    """``(X, rest, n, suffix)`` for the ordered subsets ``X`` of dim ``i``'s ``axes`` that
+    one gather / all-to-all takes (cached per dim, axes and pass), where the result nests
+    (uneven dims). The full pass takes every minor-most suffix: any other subset or order
+    is a permute (a move of its own) and then a suffix, at the same cost. The directed
+    pass also takes every subset of at most ``sp.max_ordered`` axes in every order, after
+    a reordering permute (one composite move). A group spanning factors of more than one
+    mesh axis holds at most ``max_fused`` devices when ``capped`` (all-to-alls; gathers
+    are not capped; factors of one axis never are)."""
+    key = (i, ax, full, capped)
+    v = sp._sub.get(key)
+    if v is not None:
+        return v
+    k = len(ax)
+    sz, base, size = sp.sz, sp.base_of, sp.shape[i]
+    out = []
+    seen = set()
+    for r in range(1, k + 1):
+        if full or r > sp.max_ordered:
+            combos = (tuple(range(k - r, k)),)
+        else:
+            combos = itertools.combinations(range(k), r)
+        for idx in combos:
+            X = tuple(ax[j] for j in idx)
+            n = math.prod(sz[a] for a in X)
+            if capped and r > 1 and n > sp.max_fused and len({base[a] for a in X}) > 1:
+                continue
+            rest = tuple(ax[j] for j in range(k) if j not in idx)
+            if not nests(size, math.prod(sz[a] for a in rest), n):
+                continue
+            orders = (X,) if (full or r > sp.max_ordered) else itertools.permutations(X)
+            for Xo in orders:
+                if Xo not in seen:
+                    seen.add(Xo)
+                    out.append((Xo, rest, n, rest + Xo == ax))
+    sp._sub[key] = out
+    return out
+
+
+def _divides(loc, k, n):
+    """The type rule of a split of a dim (local size ``loc``, split ``k``) by ``n`` more:
+    ``loc`` divisible by ``n`` unless the dim is whole (``_check_divides``)."""
+    return k == 1 or loc % n == 0
+
+
+# -- the move table: one generator per collective kind -------------------------------------
+def _slice_moves(sp: Space, state, full):
+    """DynSlice: an unused, not pending factor becomes the minor-most of a dim (where it
+    divides the local size, or the dim is whole). A whole dim whose split would be uneven
+    may also be sliced by several factors at once (one slice: one at a time they may not
+    nest): any ordered pair, the factors of one or two whole mesh axes, or a prefix of
+    the target's axes of that dim."""
+    dims, U = state
+    splits, loc, _, used = sp.info(dims)
+    free = [a for a in range(len(sp.sz)) if not (used >> a) & 1 and a not in U]
+    for i, ax in enumerate(dims):
+        k = splits[i]
+        for a in free:
+            if _divides(loc[i], k, sp.sz[a]):
+                yield (("dyn_slice", i, (a,)),), (dims[:i] + (ax + (a,),) + dims[i + 1:], U)
+        if k == 1 and len(free) > 1:
+            for X in _multi_slices(sp, i, free):
+                if sp.shape[i] % math.prod(sp.sz[a] for a in X):
+                    yield (("dyn_slice", i, X),), (dims[:i] + (X,) + dims[i + 1:], U)
+
+
+def _multi_slices(sp: Space, i, free):
+    fs = set(free)
+    out = dict.fromkeys(itertools.permutations(free, 2))
+    groups = {}
+    for a in free:
+        groups.setdefault(sp.base_of[a], []).append(a)
+    whole = [tuple(g) for b, g in groups.items() if len(g) == sp.nfactors[b]]
+    for g in whole:
+        if len(g) > 1:
+            out[g] = None
+    for g, h in itertools.permutations(whole, 2):
+        out[g + h] = None
+    t = sp.T[0][i]
+    for m in range(2, len(t) + 1):
+        if all(a in fs for a in t[:m]):
+            out[t[:m]] = None
+    return list(out)
+
+
+def _gather_moves(sp: Space, state, full):
+    """AllGather of a minor-most suffix of a dim's axes (one fused group); in the directed
+    pass also of other subsets, after a permute that makes them the suffix."""
+    dims, U = state
+    for i, ax in enumerate(dims):
+        seen = set()
+        for X, rest, n, direct in _dim_moves(sp, i, ax, full, False):
+            key = frozenset(X)
+            if key in seen:  # a gather removes the same axes whatever their order
+                continue
+            seen.add(key)
+            d2 = dims[:i] + (rest,) + dims[i + 1:]
+            if ax[:len(rest)] == rest:
+                yield (("all_gather", i, ax[len(rest):]),), (d2, U)
+            else:
+                dr = dims[:i] + (rest + X,) + dims[i + 1:]
+                yield (("all_permute", (dr, U)), ("all_gather", i, X)), (d2, U)
+
+
+def _a2a_moves(sp: Space, state, full):
+    """AllToAll of a minor-most suffix ``X`` of dim ``i``'s axes to the end of dim ``j``;
+    in the directed pass also of other ordered subsets, after a reordering permute."""
+    if sp.rank == 1:
+        return
+    dims, U = state
+    splits, loc, _, _ = sp.info(dims)
+    for i, ax in enumerate(dims):
+        for X, rest, n, direct in _dim_moves(sp, i, ax, full, True):
+            dr = None if direct else dims[:i] + (rest + X,) + dims[i + 1:]
+            for j in range(sp.rank):
+                if j == i or not (splits[j] == 1 or loc[j] % n == 0):
+                    continue
+                d2 = list(dims)
+                d2[i] = rest
+                d2[j] = dims[j] + X
+                nxt = (tuple(d2), U)
+                if direct:
+                    yield (("all_to_all", i, j, X),), nxt
+                else:
+                    yield (("all_permute", (dr, U)), ("all_to_all", i, j, X)), nxt
+
+
+def _permute_moves(sp: Space, state, full):
+    """AllPermute to any type with the same splits per dim and the same pending sums
+    (``full``), or, in the directed pass, to the target and to the types from which the
+    target is reached by gathers and slices."""
+    dims, U = state
+    splits = sp.info(dims)[0]
+    if full:  # one class entry; the engine enumerates the members when it pops it
+        yield (("permute_class",),), state
+        return
+    else:
+        targets = sp.goal_adjacent(splits, U)
+        if U == sp.T[1] and splits == sp.info(sp.T[0])[0] and sp.T[0] not in targets:
+            targets = [sp.T[0]] + list(targets)
+    for d2 in targets:
+        if d2 != dims:
+            yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _subsets(xs):
+    for r in range(1, len(xs) + 1):
+        yield from itertools.combinations(xs, r)
+
+
+def _reduce_moves(sp: Space, state, full):
+    """AllReduce of any subset of the pending axes."""
+    dims, U = state
+    for X in _subsets(U):
+        yield (("all_reduce", X),), (dims, tuple(a for a in U if a not in X))
+
+
+def _reduce_scatter_moves(sp: Space, state, full):
+    """ReduceScatter of any ordered subset of the pending axes into any dim where it
+    divides the local size (or the dim is whole)."""
+    dims, U = state
+    if not U:
+        return
+    splits, loc, _, _ = sp.info(dims)
+    for X in _subsets(U):
+        U2 = tuple(a for a in U if a not in X)
+        n = math.prod(sp.sz[a] for a in X)
+        for Xo in (itertools.permutations(X) if len(X) <= MAX_ORDERED_SUBSET else (X,)):
+            for j in range(sp.rank):
+                if _divides(loc[j], splits[j], n):
+                    yield (("reduce_scatter", j, Xo),), (dims[:j] + (dims[j] + Xo,) + dims[j + 1:], U2)
+
+
+def _unreduce_moves(sp: Space, state, full):
+    """Unreduce (local) of replicated axes the target leaves pending: each one alone, or
+    all of them at once."""
+    dims, U = state
+    used = sp.info(dims)[3]
+    want = tuple(a for a in sorted(sp.TU) if a not in U and not (used >> a) & 1)
+    if not want:
+        return
+    opts = [(a,) for a in want] + ([want] if len(want) > 1 else [])
+    for X in opts:
+        yield (("unreduce", X),), (dims, tuple(sorted(U + X)))
+
+
+#: Move generators keyed by collective kind: the search's view of the collectives table.
+MOVES = {
+    "dyn_slice": _slice_moves,
+    "all_gather": _gather_moves,
+    "all_to_all": _a2a_moves,
+    "all_permute": _permute_moves,
+    "all_reduce": _reduce_moves,
+    "reduce_scatter": _reduce_scatter_moves,
+    "unreduce": _unreduce_moves,
+}
+
+__all__ = ["MOVES", "Space", "work_mesh", "primes", "refine_type"]

@@ -1,0 +1,102 @@
+"""Whole-model weight sync (python -m experiments weight-sync): parameter lists by formula,
+the bucketed schedule against the cut lower bound and the baselines, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.weightsync import load_sync_config, plan_sync
+from experiments.weightsync.params import model_params
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "experiments/configs/weight-sync").glob("*.yaml"))
+
+SMALL = """
+name: small
+model: llama3-8b
+source: "a test"
+dtype: bf16
+target_dtype: fp8
+machine: h100-multinode:2
+staging_cap_bytes: {cap}
+train:
+  mesh: "fsdp=8@0-7"
+  rules: {{expert: [[fsdp], [], []], col: [[fsdp], []], row: [[], [fsdp]], embed: [[fsdp], []], vector: [[]],
+          router: [[], []]}}
+infer:
+  mesh: "{infer}"
+  rules: {{expert: [[tp], [], []], col: [[tp], []], row: [[], [tp]], embed: [[tp], []], vector: [[]],
+          router: [[], []]}}
+"""
+
+
+def _write(tmp_path, cap=1 << 30, infer="dp=2,tp=4@8-15", extra=""):
+    p = tmp_path / "c.yaml"
+    p.write_text(SMALL.format(cap=cap, infer=infer) + extra)
+    return p
+
+
+@pytest.mark.parametrize("model,billions", [("llama3-8b", 8.03), ("llama3-70b", 70.55), ("llama3-405b", 405.85),
+                                            ("qwen3-235b", 235.09), ("deepseek-v3", 671.03)])
+def test_parameter_counts_match_the_published_sizes(model, billions):
+    n = sum(p.elems for p in model_params(model)) / 1e9
+    assert n == pytest.approx(billions, rel=5e-3)
+
+
+def test_kimi_k2_has_about_a_thousand_arrays():
+    ps = model_params("kimi-k2")
+    assert 1000 <= len(ps) <= 1100
+    assert sum(p.elems for p in ps) / 1e12 == pytest.approx(1.03, rel=0.01)
+
+
+def test_small_sync_against_bound_and_baselines(tmp_path):
+    r = plan_sync(load_sync_config(_write(tmp_path))).to_dict()
+    assert r["arrays"] == len(model_params("llama3-8b"))
+    assert r["lower_bound_s"] > 0 and r["time_s"] >= r["lower_bound_s"]
+    assert r["ratio_to_bound"] <= 1.5  # 2 nodes, 16 MiB arrays: launch and latency weigh
+    assert r["bound_holds"]
+    for k in ("gather_broadcast", "bucketed_broadcast", "p2p", "device_put"):
+        assert r["baselines"][k]["time_s"] >= r["lower_bound_s"], k
+    assert r["baselines"]["gather_broadcast"]["time_s"] > r["time_s"]
+
+
+def test_every_shipped_config_loads_and_names_its_source():
+    assert {c.stem for c in CONFIGS} >= {"perplexity-kimi-k2", "nemo-rl-deepseek-v3", "nemo-rl-qwen3-235b",
+                                         "checkpoint-engine-kimi-k2", "openrlhf-llama3-70b"}
+    for c in CONFIGS:
+        cfg = load_sync_config(c)
+        assert cfg["source"].startswith(("http", "NVIDIA", "Perplexity", "MoonshotAI", "OpenRLHF"))
+        assert cfg["published"]["source"].startswith("https://")
+
+
+def test_cli_json(tmp_path, capsys):
+    from experiments.cli import main
+
+    assert main(["weight-sync", str(_write(tmp_path)), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in ("time_s", "lower_bound_s", "peak_bytes_max_device", "bound_bytes", "baselines"):
+        assert k in d
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"cap": 1024}, "staging cap of 1024 bytes is below"),
+    ({"infer": "dp=2,tp=4@12-19"}, "names device 19, but the machine has 16"),
+    ({"infer": "dp=2,tp=4@8,8,9,10,11,12,13,14"}, "appear more than once"),
+    ({"extra": "bogus: 1\n"}, "bogus"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, capsys, kw, words):
+    from experiments.cli import main
+
+    assert main(["weight-sync", str(_write(tmp_path, **kw))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_published_llama_70b_config_within_1_2x_of_the_bound():
+    r = plan_sync(load_sync_config(ROOT / "experiments/configs/weight-sync/openrlhf-llama3-70b.yaml")).to_dict()
+    assert r["lower_bound_s"] <= r["time_s"] <= 1.2 * r["lower_bound_s"]
+    assert r["bound_holds"]
+    assert r["baselines"]["gather_broadcast"]["time_s"] > 10 * r["time_s"]
