@@ -68,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto's work budget (default: 30000 moves)")
     b.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                    help="auto's wall-clock safety cap (default: 10000)")
-    b.add_argument("--runs", type=int_arg(1, "runs", maximum=10), default=1,
+    b.add_argument("--runs", type=int_arg(1, maximum=10), default=1,
                    help="run the cases this many times and compare the plans (default: 1)")
-    b.add_argument("--burn", type=int_arg(0, "burn", maximum=64), default=0,
+    b.add_argument("--burn", type=int_arg(0, maximum=64), default=0,
                    help="CPU burner processes beside the last run (default: 0)")
     b.add_argument("--json", action="store_true", help="print one JSON document")
     a = sub.add_parser("agreement", help="auto against an exhaustive search on small seeded cases")
