@@ -76,11 +76,13 @@ def _temp_bytes(fn, arg) -> int:
 
 def _live_by_device() -> dict[int, int]:
     """Bytes of distinct live device buffers per device (a shard's ``.data`` and its parent
-    array share one buffer, counted once)."""
+    array share one buffer, counted once; scalars are left out)."""
     import jax
 
     seen: dict[tuple, int] = {}
     for a in jax.live_arrays():
+        if a.ndim == 0:  # scalars: jit arguments (the offsets of a write), a few bytes each
+            continue
         try:
             shards = a.addressable_shards
             for s in shards:
@@ -453,9 +455,14 @@ def run_crossmesh(plan, x: np.ndarray | None = None, *, dtype: str | None = None
         out = prog(xs, track)
         del out
         track.peak = {prog.mid_of.get(d, d): b for d, b in track.peak.items()}
-        peak = {}
+        peak, buffers = {}, {}
         for d in set(track.peak) | set(src_b):
-            peak[d] = track.peak.get(d, 0) + src_b.get(d, 0) + temps.get(d, 0)
+            buffers[d] = track.peak.get(d, 0) + src_b.get(d, 0)
+            peak[d] = buffers[d] + temps.get(d, 0)
+        # the live buffers alone (what the plan's own accounting, CrossPlan.live_bytes, covers) and
+        # with the compiled programs' temp bytes (what is compared with jax.device_put)
+        res["buffer_bytes_max_device"] = max(buffers.values()) if buffers else 0
+        res["temp_bytes_max_device"] = max(temps.values()) if temps else 0
         res["peak_bytes_per_device"] = {int(k): int(v) for k, v in sorted(peak.items())}
         res["peak_bytes_max_device"] = max(peak.values()) if peak else 0
         res["peak_bytes_total"] = int(sum(peak.values()))
@@ -560,6 +567,8 @@ def run_cases(n: int = 20, seed: int = 0, repeats: int = 10, progress=None) -> d
         r = run_crossmesh(plan, repeats=repeats, seed=seed + i)
         dp = r.get("device_put") or {}
         row = {**c, "mode": plan.mode, "correct": bool(r["correct"]), "checked_shards": r["checked_shards"],
+               "buffer_bytes_max_device": r.get("buffer_bytes_max_device"),
+               "temp_bytes_max_device": r.get("temp_bytes_max_device"),
                "time_s": r.get("time_s"), "peak_bytes_max_device": r.get("peak_bytes_max_device"),
                "peak_bytes_total": r.get("peak_bytes_total"),
                "model_live_bytes_max_device": r.get("model_live_bytes_max_device"),
