@@ -634,6 +634,9 @@ case3("app-link-results-rows-fifo", "app-link", "app", ("page", "ui/pages/sweeps
 case3("app-link-calibration-json-link", "app-link", "app",
       ("page", "ui/pages/calibration.py", "calib_dir", "{tmp}/approot/cal-link"), "error", None,
       env={"APP_RESULTS_ROOT": "{tmp}/approot"})
+case3("app-link-calibration-markdown-in-file", "app-link", "app",
+      ("page", "ui/pages/calibration.py", "calib_dir", "{tmp}/approot/cal-md"), "shown", None,
+      env={"APP_RESULTS_ROOT": "{tmp}/approot"})
 for _k in ("mesh-shapes-12-axes", "fit-mesh-12-axes", "escape-md"):
     case3(f"api-ui-{_k}", "app-link", "api", f"ui-{_k}", "ok")
 
@@ -949,6 +952,10 @@ def make_files3(tmp: Path) -> None:
     _fifo(root / "r-fifo" / "rows.jsonl")
     (root / "cal-link").mkdir(exist_ok=True)
     _link(_outside(tmp, "cal.json", '{"name": "x", "params": {}}'), root / "cal-link" / "x.json")
+    (root / "cal-md").mkdir(exist_ok=True)
+    (root / "cal-md" / "x.json").write_text(json.dumps({
+        "name": "[click](http://evil.example)", "description": "![x](http://evil.example/p.png) www.evil.example",
+        "params": {}}))
 
 
 #: ports of the worker's own listeners for the Ray cases ({silent_port}, {http_port}, {closed_port})
@@ -1220,12 +1227,14 @@ def run_app_case(target, expect):
     if at.exception:
         return False, "exception: " + str(at.exception[0].message)[:300]
     errors = [e.value for e in at.error]
-    shown = errors + [w.value for w in at.warning]
+    shown = errors + [w.value for w in at.warning] + [m.value for m in at.markdown if "evil.example" in str(m.value)]
     raw = [m for m in shown if RAW_MARKDOWN.search(str(m))]
     if raw:  # user text must be shown as typed, never rendered as markdown
         return False, f"unescaped markdown shown: {str(raw[0])[:200]!r}"
     if expect == "ok":
         return (not errors), f"errors shown: {errors[:1]}"
+    if expect == "shown":  # a file's own text, shown as typed
+        return True, f"{len(shown)} texts, none rendered as markdown"
     if expect == "warning":
         warns = [str(w.value) for w in at.warning]
         return bool(warns), f"warnings: {warns[:2]}"

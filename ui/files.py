@@ -161,7 +161,7 @@ def _read_json(path: str, mtime: float) -> dict:
     try:  # a regular file only, size-capped; a link in its place is not followed
         raw = fileio.read_bytes(path, name, follow_links=False)
     except fileio.FileError as e:
-        raise InputError(str(e).replace(str(path), name)) from None
+        raise InputError(str(e).replace(f"{name} {path}", name)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

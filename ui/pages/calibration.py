@@ -157,12 +157,13 @@ def main():
 
 
 def _show(path, prof, rep):
-    st.markdown(f"**{prof.get('name', Path(path).stem)}** &mdash; {prof.get('description', '')}")
+    # name and description come from the file: shown as typed, never as markdown
+    st.markdown(f"**{escape_md(prof.get('name', Path(path).stem))}** &mdash; {escape_md(prof.get('description', ''))}")
     flags = files.calibration_flags(prof)
     if flags:
         st.warning(f"{len(flags)} fitted value(s) are implausible for any real machine; predictions that "
                    "depend on them are not to be trusted:\n" + "\n".join(
-                       f"- `{f['scope']}.{f['parameter']}`: {f['why']}" for f in flags),
+                       f"- `{f['scope']}.{f['parameter']}`: {escape_md(f['why'])}" for f in flags),
                    icon=":material/report:")
     if rep is None:
         st.warning(escape_md(f"No report next to {path} (expected {Path(path).stem}.report.json); only the "
