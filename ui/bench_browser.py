@@ -4,7 +4,8 @@ headless Chromium (Playwright), timed as a user waits.
 An interaction's time runs from the click or the Enter key until the page is idle:
 its heading (or the text the interaction must produce) is shown, the app's script
 state (``stApp``'s ``data-test-script-state``) is not running, no background-job panel
-or progress bar is shown, no element is stale (greyed while a rerun is on its
+or progress bar is shown, nothing is still loading (no ``stSkeleton``, every
+``stPlotlyChart`` drawn), no element is stale (greyed while a rerun is on its
 way), and the number of drawn plotly charts has stopped changing for
 ``SETTLE_S`` seconds (that quiet period is subtracted from the figure).
 
@@ -93,10 +94,14 @@ _IDLE_JS = """() => {
       || app.dataset.testConnectionState !== "CONNECTED";
   const stale = document.querySelectorAll("[data-stale='true']").length;
   const charts = document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").length;
+  // elements still loading: skeletons, plotly containers not drawn yet
+  const loading = document.querySelectorAll("[data-testid='stMain'] [data-testid='stSkeleton']").length
+      + [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stPlotlyChart']")]
+          .filter(e => e.offsetParent !== null && !e.querySelector(".js-plotly-plot")).length;
   const job = [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stAlert']")]
       .some(e => /background process/.test(e.innerText || ""))
       || document.querySelectorAll("[data-testid='stMain'] [data-testid='stProgress']").length > 0;
-  return [run, stale, charts, job, document.querySelectorAll("[data-testid='stProgress']").length];
+  return [run || loading > 0, stale, charts, job, document.querySelectorAll("[data-testid='stProgress']").length];
 }"""
 
 

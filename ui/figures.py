@@ -68,8 +68,8 @@ def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
         title="Per-device memory along the plan<br><sup>bars: shard after each step, against max(src, dst); "
               "line: input + output live during the step, against 2 x max(src, dst)</sup>",
         yaxis_title=f"memory per device ({unit})", xaxis_title="step (collective)",
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-        margin=dict(l=40, r=20, t=80, b=40), height=420,
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+        margin=dict(l=40, r=20, t=80, b=90), height=460,
     )
     return fig
 
@@ -87,7 +87,7 @@ def recv_heatmap(plan) -> go.Figure:
         zmin=0, zmax=max(top / div, 1e-12), colorscale="Blues", colorbar=dict(title=unit),
         hovertemplate="device %{x}<br>%{y}<br>%{z:.3~g} " + unit + " received<extra></extra>",
     ))
-    fig.update_layout(title="Bytes received per device per step", xaxis_title="device id",
+    fig.update_layout(title="Bytes received per device per step", xaxis_title="mesh device (row-major id)",
                       yaxis_autorange="reversed", margin=dict(l=40, r=20, t=60, b=40),
                       height=120 + 40 * max(1, len(labels)))
     return fig
@@ -455,7 +455,7 @@ def memory_figure(res, capacity_bytes: int | None = None, max_lines: int = 256) 
                     line=dict(width=3, color="#E45756"), name="max over all devices")
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(title=f"Memory held per device over time ({n} devices)", xaxis_title=f"time ({tunit})",
-                      yaxis_title=bunit, height=380, margin=dict(l=40, r=20, t=60, b=40),
+                      yaxis_title=f"memory held per device ({bunit})", height=380, margin=dict(l=40, r=20, t=60, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
     return fig
 
@@ -742,6 +742,8 @@ def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
         if len(vals) > 8:
             vals = vals[::-(-len(vals) // 8)]
         fig.update_yaxes(type="log", tickvals=vals, ticktext=[fmt_bytes(v) for v in vals], row=1, col=2)
+    fig.update_yaxes(title="simulated time", row=1, col=1)
+    fig.update_yaxes(title="peak memory per device", row=1, col=2)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0))
     fig.update_layout(height=400, margin=dict(l=60, r=20, t=60, b=40))
     return fig
