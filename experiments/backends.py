@@ -105,6 +105,13 @@ def compiler_missing(machine) -> str | None:
     return _MISSING[name]
 
 
+def missing_short(machine) -> str:
+    """Which compiler is missing, in a few words (rows repeat it; docs/executor.md says how
+    to install it)."""
+    return {"libtpu": "libtpu is not installed here", "xla-gpu": "XLA's GPU compiler (jax-cuda12-plugin) is "
+            "not installed here"}.get(compiler_for(machine), str(compiler_missing(machine)))
+
+
 def xla_compiler_for(machine) -> str:
     """Which compiler produces XLA's schedule on ``machine``: the machine's own when it is
     installed (``libtpu``, ``xla-gpu``, ``xla-cpu``), else ``xla-cpu`` (XLA's CPU backend's
@@ -155,8 +162,8 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
                        "dtype_handling": (f"compiled as {EXTRACT_DTYPE}, bytes scaled to {dt}"
                                           if itemsize != EXTRACT_ITEMSIZE else f"compiled as {dt}")})
     if machine is not None and compiler_for(machine) != "xla-cpu":
-        sched.meta["collectives_only"] = (f"collectives-only on {machine.spec}: its compiler is not installed "
-                                          f"({compiler_missing(machine)}); XLA's schedule is the CPU backend's")
+        sched.meta["collectives_only"] = (f"collectives-only on {machine.spec}: {missing_short(machine)}; "
+                                          "XLA's schedule is the CPU backend's")
     return sched
 
 
@@ -407,7 +414,9 @@ def measure(case: Case, planner: str, itemsize: int, warmup: int = 2, repeats: i
 
     mesh, src, dst = case.parsed()
     dtype = _dtype_for(case, itemsize)
-    if planner in XLA_PLANNERS:
+    if planner in SHARDY_PLANNERS:
+        r = xrun.run_plan(shardy_plan(case, itemsize), dtype=dtype, measure=True, warmup=warmup, repeats=repeats)
+    elif planner in XLA_PLANNERS:
         r = xrun.xla_reshard(mesh, src, dst, partitioner=XLA_PLANNERS[planner], dtype=dtype,
                              measure=True, warmup=warmup, repeats=repeats)
     else:

@@ -143,8 +143,7 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
                 rsched = rplan.to_schedule()
                 rsched.meta["compiler"] = "none"
                 if compiles:
-                    rsched.meta["collectives_only"] = (f"not compiled: {machine.spec}'s compiler is not installed "
-                                                       f"({backends.compiler_missing(machine)})")
+                    rsched.meta["collectives_only"] = f"not compiled: {backends.missing_short(machine)}"
             rsm = backends.schedule_metrics(rsched)
             rpeak = (rplan.peak_live_bytes if rplan is not None and rsched.meta.get("compiler") == "none"
                      else int(rsched.meta.get("peak_pair_bytes", rsm["peak_pair_bytes"])))

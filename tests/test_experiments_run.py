@@ -98,6 +98,10 @@ def test_smoke_rows_mean_what_they_say(smoke):
     # The easy plan gathers the whole array on the way.
     easy = ok[ok["planner"] == "easy"]
     assert (easy["max_shard_bytes"] == easy["array_bytes"]).all()
+    # Every measured unit was measured (Shardy's plan too), and checked element by element.
+    assert not ok["notes"].fillna("").str.contains("measure failed").any()
+    assert ok[ok["measured_correct"].notna()]["measured_correct"].astype(bool).all()
+    assert ok[ok["planner"] == "shardy-r2c"]["measured_correct"].notna().any()
     # XLA rows carry its full-remat verdict; ours do not.
     xla = ok[ok["planner"].str.startswith("xla")]
     assert xla["full_remat"].notna().all()
