@@ -3,20 +3,24 @@
     python -m executor doctor prog.py:train_step [--mesh x=4,y=2 --arg "[8{y}, 64{x}, 128]" ...]
     python -m executor doctor --hlo-dir DUMP            # from XLA_FLAGS=--xla_dump_to=DUMP
 
-The program is compiled (CPU, or AOT for a TPU target with ``--target``); every
-collective of the compiled entry computation is read with :mod:`executor.hlo`'s parser
-and grouped into **sequences**: consecutive collectives that carry the same source
-location (op metadata: ``stack_frame_id`` into the module's ``StackFrames`` table, or the
-older ``source_file``/``source_line``). Each sequence is reported with
+The program is compiled (CPU, or ahead of time for a TPU slice / GPU machine with
+``--target``); every communicating op of the compiled module is read through
+:func:`executor.hlo.collective_instructions` (async wrappers, loops, TPU's fused
+reduce-scatter) and grouped into **sequences**: consecutive collectives that carry the
+same source location (op metadata: ``stack_frame_id`` into the module's ``StackFrames``
+table, or the older ``source_file``/``source_line``). Each sequence is reported with
 
-* its source line (the frame in the user's function) and call chain;
-* XLA's steps (opcode, per-device bytes in and out, group size) and bytes received;
-* ``full_remat``: its all-gathers over the whole mesh replicate the array on every device
-  (or XLA's log says "Involuntary full rematerialization");
+* its source line (the frame in the jitted function) and call chain;
+* XLA's steps (opcode, per-device bytes in and out, group size) and bytes received,
+  simulated on ``--hardware``;
+* ``full_remat``: its all-gathers multiply the shard by the whole mesh, so every device
+  ends with the whole array (the header also counts XLA's own "Involuntary full
+  rematerialization" log lines);
 * for a ``with_sharding_constraint`` whose operand's sharding is known in the program
-  (an input's or an earlier constraint's): the source and target shardings, our plan
-  (``synth.synthesize(..., "auto")``), both simulated on ``--hardware``, and the
-  ``reshard`` line that replaces it.
+  (an input's or an earlier constraint's, matched through the jaxpr by the frames in the
+  user's file, nested jits included): the source and target shardings, our plan
+  (``synth.synthesize(..., "auto")``) simulated on the same machine, and the ``reshard``
+  line that replaces it where ours is better; otherwise a note says what the sequence is.
 
 Limits: HLO files of at most 64 MiB each, 256 files per folder; links are not followed.
 """

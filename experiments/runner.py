@@ -570,6 +570,13 @@ class RayEngine:
         except ExperimentError:
             _keep_sigterm(ours)
             raise
+        except (SystemExit, KeyboardInterrupt) as e:  # a stop while Ray started (Ray's SIGTERM
+            _keep_sigterm(ours)                       # handler calls sys.exit(15)): no orphans left
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if isinstance(e, KeyboardInterrupt) or e.code == signal.SIGTERM:
+                raise KeyboardInterrupt from None  # the CLI's clean stop: "interrupted", status 130
+            raise
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError ...
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             where = f"--address {address}" if address else "a local Ray"

@@ -137,30 +137,20 @@ def _schema_error(e, path, i, raw) -> str:
 def load_rows(path=DATA) -> list[dict]:
     """The rows of a validation file, checked by a pydantic schema: a mapping with a non-empty
     ``rows`` list of mappings, known keys only, positive finite sizes / times / bandwidths / device
-    counts, one measured figure per row, known collectives and system classes, unique ids.
-    Read through :func:`synth.fileio.read_text` (regular files only, UTF-8) and at most
-    :data:`MAX_DATA_BYTES`; raises :class:`RedistributionError` with one line naming the row."""
-    import yaml
+    counts, one measured figure per row, known collectives, unique ids (group names -- ``groups_along``
+    -- and group counts are checked against the machine in :func:`row_op`).
+    Read through :func:`synth.fileio.read_yaml` (regular files only, UTF-8, safe YAML, at most
+    :data:`MAX_DATA_BYTES`, checked before reading); raises :class:`RedistributionError` with
+    one line naming the row."""
     from pydantic import ValidationError
 
-    from synth.fileio import read_text
+    from synth.fileio import read_yaml
 
-    p = Path(path)
     try:
-        size = p.stat().st_size
-    except OSError:
-        size = 0
-    if size > MAX_DATA_BYTES:
-        raise RedistributionError(f"validate: cannot read {path}: {size:,} bytes, above the limit of "
-                                  f"{MAX_DATA_BYTES:,} for a validation file; split it")
-    try:
-        text = read_text(p, "validate: data file")
+        # the project's capped reader: regular files only, size checked before reading, safe YAML
+        raw = read_yaml(Path(path), "data file", max_bytes=MAX_DATA_BYTES)
     except RedistributionError as e:
         raise RedistributionError(f"validate: cannot read {path}: {e}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError) as e:
-        raise RedistributionError(f"validate: cannot read {path}: not valid YAML ({str(e).splitlines()[0]})") from None
     rows = raw.get("rows") if isinstance(raw, dict) else None
     if not isinstance(rows, list) or not rows:
         raise RedistributionError(f"validate: {path} has no 'rows' list (a mapping with a non-empty list "
@@ -277,11 +267,9 @@ def size_band(row) -> str:
 @lru_cache(maxsize=1)
 def _xla_curves() -> dict:
     """``{(system, collective, ranks): (log2 sizes, algbw)}`` from XLA's collective table."""
-    import yaml
+    from synth.fileio import read_yaml
 
-    from synth.fileio import read_text
-
-    raw = yaml.safe_load(read_text(XLA_DATA, "validate: XLA table"))
+    raw = read_yaml(XLA_DATA, "validate: XLA table", max_bytes=MAX_DATA_BYTES)
     out = {}
     for name, sysd in raw["systems"].items():
         for cv in sysd["curves"]:

@@ -115,7 +115,7 @@ def test_validate_data_reader_is_capped_and_refuses_devices(tmp_path):
         load_rows(tmp_path)
     big = tmp_path / "big.yaml"
     big.write_text("#" * (5 << 20))
-    with pytest.raises(RedistributionError, match="above the limit"):
+    with pytest.raises(RedistributionError, match="the limit is 4,194,304"):
         load_rows(big)
     # group counts and dimension names are checked against the machine
     row = dict(load_rows()[0], devices=3, groups=2)

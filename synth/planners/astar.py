@@ -147,7 +147,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         sh = shards[i]
         succ = sp.successors(i, full)
         tick(len(succ))
-        for steps, j, sh2, c in succ:
+        for steps, j, sh2, c, live in succ:
             if c is None:
                 if steps[0][0] == "permute_class":
                     c = sp.permute_floor(sp.states[i])
@@ -160,7 +160,6 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                     continue
                 if sh2 > cap:
                     continue
-                live = sh + sh2
                 if live_cap is not None and live > live_cap:
                     continue
                 if runs:
@@ -174,7 +173,6 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                 continue
             if sh2 > cap:
                 continue
-            live = sh + sh2 if len(steps) == 1 else max(sh + sh2, 2 * sh)
             if live_cap is not None and live > live_cap:
                 continue
             g2 = (g[0] + c[0], g[1] + c[1], g[2] + c[2])
@@ -213,7 +211,7 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
         budget.expanded += 1
         succ = sp.successors(i, full)
         budget.tick(len(succ))
-        for steps, j, sh2, _c in succ:
+        for steps, j, sh2, _c, _live in succ:
             if steps[0][0] == "permute_class":  # same shard: every member at bottleneck b
                 dims, U = sp.states[i]
                 for d2 in sp.class_members(sp.info(dims)[0], U):

@@ -318,6 +318,13 @@ def _canon_step(c, base):
 
     if isinstance(c, AllPermute):
         return AllPermute(ArrayType.of(c.target).canonical(base))
+    if hasattr(c, "moves"):
+        w = len(c.moves[0]) - 1
+        moves = []
+        for m in c.moves:
+            names = _canon_names((m[w],) if isinstance(m[w], str) else m[w], base)
+            moves.append(m[:w] + (names[0] if len(names) == 1 else names,))
+        return replace(c, moves=tuple(moves))
     axis = (c.axis,) if isinstance(c.axis, str) else tuple(c.axis)
     names = _canon_names(axis, base)
     return replace(c, axis=names[0] if len(names) == 1 else names)

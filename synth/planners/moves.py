@@ -34,7 +34,10 @@ from synth.collectives import (
     AllReduce,
     AllToAll,
     DynSlice,
+    MultiAllGather,
+    MultiAllToAll,
     ReduceScatter,
+    ShardedToUnreduced,
     Unreduce,
     nests,
     schedule_ops,
@@ -182,6 +185,12 @@ class Space:
             return ReduceScatter(step[1], tuple(nm[k] for k in step[2]))
         if kind == "unreduce":
             return Unreduce(tuple(nm[k] for k in step[1]))
+        if kind == "multi_all_gather":
+            return MultiAllGather(tuple((i, tuple(nm[k] for k in X)) for i, X in step[1]))
+        if kind == "multi_all_to_all":
+            return MultiAllToAll(tuple((i, j, tuple(nm[k] for k in X)) for i, j, X in step[1]))
+        if kind == "sharded_to_unreduced":
+            return ShardedToUnreduced(step[1], tuple(nm[k] for k in step[2]))
         raise ValueError(f"unknown move kind {kind!r}")
 
     def step_cost(self, step, a, b):
@@ -219,10 +228,25 @@ class Space:
         building the ops: the same bytes as each kind's schedule lowering and
         ``recv_elems`` (local ops are free)."""
         kind, isz = step[0], self.itemsize
-        if kind in ("dyn_slice", "unreduce"):
+        if kind in ("dyn_slice", "unreduce", "sharded_to_unreduced"):
             return (0.0, 0, 0)
         sz = self.sz
         _, loc_a, sh_a, _ = self.info(a[0])
+        if kind == "multi_all_gather":
+            n = math.prod(sz[k] for _, X in step[1] for k in X)
+            b_ = (n - 1) * sh_a * isz
+            return (self.cost.alpha_s + b_ / self.cost.bandwidth_Bps, b_, 1)
+        if kind == "multi_all_to_all":
+            loc = list(loc_a)
+            out = self.info(b[0])[1]
+            n = 1
+            for _, j, X in step[1]:
+                nk = math.prod(sz[k] for k in X)
+                n *= nk
+                loc[j] = nk * out[j]
+            sent = math.prod(loc)
+            op_b, metric = sent * isz * (n - 1) // n, sent * (n - 1) // n * isz
+            return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
         if kind == "all_permute":
             op_b = metric = sh_a * isz
         else:
@@ -264,10 +288,20 @@ class Space:
 
     # -- bounds ------------------------------------------------------------------------
     def local_reach(self, state) -> bool:
-        """The target is reached from ``state`` by local steps only (slices, unreduce)."""
+        """The target may be reached from ``state`` by local steps only (slices, unreduce,
+        sharded-to-unreduced): optimistic, so the bound that uses it stays admissible."""
         dims, U = state
-        T = self.T[0]
-        return all(T[i][:len(a)] == a for i, a in enumerate(dims)) and self.TU.issuperset(U)
+        if not self.TU.issuperset(U):
+            return False
+        T, TU = self.T[0], self.TU
+        for a, t in zip(dims, T):
+            m = 0
+            while m < len(a) and m < len(t) and a[m] == t[m]:
+                m += 1
+            # the rest of the dim: sliced (target axes), or ShardedToUnreduced (target-pending)
+            if m < len(a) and not TU.issuperset(a[m:]):
+                return False
+        return True
 
     def h(self, state):
         """Admissible bound ``(time_s, bytes, collectives)`` on the rest of the way: 0 when
@@ -417,9 +451,15 @@ class Space:
             intern = self.intern
             for steps, s2 in self.moves(state, full):
                 kind = steps[0][0]
-                if kind in ("dyn_slice", "permute_class"):
-                    j = intern(s2)
-                    v.append((steps, j, self.shards[j], None))
+                if kind == "permute_class":
+                    v.append((steps, i, self.shards[i], None, 2 * self.shards[i]))
+                    continue
+                j = intern(s2)
+                live = self.live(steps[-1], state, s2)
+                if len(steps) > 1:
+                    live = max(live, 2 * self.shards[i])
+                if kind == "dyn_slice":
+                    v.append((steps, j, self.shards[j], None, live))
                     continue
                 c = (0.0, 0, 0)
                 prev = state
@@ -428,10 +468,41 @@ class Space:
                     a = self.step_cost(st, prev, nxt)
                     c = (c[0] + a[0], c[1] + a[1], c[2] + a[2])
                     prev = nxt
-                j = intern(s2)
-                v.append((steps, j, self.shards[j], c))
+                v.append((steps, j, self.shards[j], c, live))
             self._succ[key] = v
         return v
+
+    def live(self, step, a, b) -> int:
+        """Elements live at once during ``step`` from ``a`` to ``b`` on a device: input and
+        output, or an uneven dim's re-padding buffer with either (each kind's
+        ``peak_elems``, on integers)."""
+        kind = step[0]
+        _, la, sa, _ = self.info(a[0])
+        _, lb, sb, _ = self.info(b[0])
+        sz = self.sz
+        pad = 0
+        if kind == "dyn_slice":
+            d = step[1]
+            n = math.prod(sz[k] for k in step[2])
+            if la[d] < n * lb[d]:
+                pad = n * lb[d] * (sa // la[d])
+        elif kind in ("all_gather", "multi_all_gather", "sharded_to_unreduced"):
+            X = [k for _, Y in step[1] for k in Y] if kind == "multi_all_gather" else step[2]
+            raw = math.prod(sz[k] for k in X) * sa
+            pad = raw if raw > sb else 0
+        elif kind in ("all_to_all", "multi_all_to_all"):
+            mv = step[1] if kind == "multi_all_to_all" else ((step[1], step[2], step[3]),)
+            sent, raw = list(la), list(lb)
+            for i, j, X in mv:
+                n = math.prod(sz[k] for k in X)
+                sent[j] = n * lb[j]
+                raw[i] = n * la[i]
+            sent, raw = math.prod(sent), math.prod(raw)
+            pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
+        elif kind == "reduce_scatter":
+            sent = math.prod(sz[k] for k in step[2]) * sb
+            pad = sent if sent > sa else 0
+        return max(sa + pad, pad + sb) if pad else sa + sb
 
 
 def _subsets_with_product(axes, sz, want):
@@ -576,7 +647,7 @@ def _gather_moves(sp: Space, state, full):
     dims, U = state
     for i, ax in enumerate(dims):
         seen = set()
-        for X, rest, n, direct in _dim_moves(sp, i, ax, full, False):
+        for X, rest, _n, _direct in _dim_moves(sp, i, ax, full, False):
             key = frozenset(X)
             if key in seen:  # a gather removes the same axes whatever their order
                 continue
@@ -671,6 +742,76 @@ def _unreduce_moves(sp: Space, state, full):
         yield (("unreduce", X),), (dims, tuple(sorted(U + X)))
 
 
+#: Most multi-dim gathers tried from one state (combinations of per-dim suffixes, in a
+#: fixed order): a bound on the branching of the fused forms.
+MAX_MULTI_GATHERS = 64
+
+
+def _multi_gather_moves(sp: Space, state, full):
+    """One AllGather over several ``(dim, suffix)`` pairs at once (Shardy's all_gather on
+    several dims; one collective over the product group): every combination of one
+    minor-most suffix on each of two or more dims, at most :data:`MAX_MULTI_GATHERS`."""
+    if sp.rank == 1:
+        return
+    dims, U = state
+    opts = []
+    for i, ax in enumerate(dims):
+        o = [(i, X, rest) for X, rest, n, direct in _dim_moves(sp, i, ax, True, False) if direct]
+        if o:
+            opts.append(o)
+    if len(opts) < 2:
+        return
+    count = 0
+    for r in range(2, len(opts) + 1):
+        for group in itertools.combinations(opts, r):
+            for combo in itertools.product(*group):
+                d2 = list(dims)
+                for i, _X, rest in combo:
+                    d2[i] = rest
+                yield (("multi_all_gather", tuple((i, X) for i, X, _ in combo)),), (tuple(d2), U)
+                count += 1
+                if count >= MAX_MULTI_GATHERS:
+                    return
+
+
+def _multi_a2a_moves(sp: Space, state, full):
+    """One AllToAll carrying two ``(src_dim, dst_dim, suffix)`` moves on four distinct dims
+    (Shardy's all_to_all with several pairs; one collective over the product group)."""
+    if sp.rank < 4:
+        return
+    dims, U = state
+    splits, loc, _, _ = sp.info(dims)
+    singles = []
+    for i, ax in enumerate(dims):
+        for X, rest, n, direct in _dim_moves(sp, i, ax, True, True):
+            if not direct:
+                continue
+            for j in range(sp.rank):
+                if j != i and (splits[j] == 1 or loc[j] % n == 0):
+                    singles.append((i, j, X, rest, n))
+    for (i, j, X, rx, nx), (k, m, Y, ry, ny) in itertools.combinations(singles, 2):
+        if len({i, j, k, m}) < 4:
+            continue
+        if nx * ny > sp.max_fused and len({sp.base_of[a] for a in X + Y}) > 1:
+            continue
+        d2 = list(dims)
+        d2[i], d2[k] = rx, ry
+        d2[j], d2[m] = dims[j] + X, dims[m] + Y
+        mv = tuple(sorted(((i, j, X), (k, m, Y))))
+        yield (("multi_all_to_all", mv),), (tuple(d2), U)
+
+
+def _s2u_moves(sp: Space, state, full):
+    """ShardedToUnreduced (local): a minor-most suffix of a dim leaves it and joins the
+    pending sums (each device zero-fills the rest of the unsplit dim)."""
+    dims, U = state
+    for i, ax in enumerate(dims):
+        for X, rest, _n, direct in _dim_moves(sp, i, ax, True, False):
+            if direct:
+                yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
+                                                            tuple(sorted(U + X)))
+
+
 #: Move generators keyed by collective kind: the search's view of the collectives table.
 MOVES = {
     "dyn_slice": _slice_moves,
@@ -680,6 +821,9 @@ MOVES = {
     "all_reduce": _reduce_moves,
     "reduce_scatter": _reduce_scatter_moves,
     "unreduce": _unreduce_moves,
+    "multi_all_gather": _multi_gather_moves,
+    "multi_all_to_all": _multi_a2a_moves,
+    "sharded_to_unreduced": _s2u_moves,
 }
 
 __all__ = ["MOVES", "Space", "work_mesh", "primes", "refine_type"]
