@@ -272,7 +272,7 @@ def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_p
             expect(main.locator("[data-testid='stException']")).to_have_count(0)
 
             times = []
-            for title in ("Plan", "Simulate", "Compare", "Calibration", "Sweeps", "Plan"):
+            for title in ("Plan", "Simulate", "Compare", "Calibration", "Sweeps", "Cross-mesh", "Plan"):
                 t0 = time.monotonic()
                 page.get_by_role("link", name=title).first.click()
                 expect(main.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=60_000)

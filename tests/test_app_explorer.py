@@ -681,7 +681,9 @@ def test_compare_simulates_the_strategies_the_simulator_accepts(monkeypatch):
     at = _app("ui/pages/compare.py", machine_size="16x16x16", mesh="data=512,model=8", planner="normal")
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
     warned = [str(w.value) for w in at.warning if "not simulated" in str(w.value)]
-    assert warned and all("above the simulator's limit" in w for w in warned)
+    refused = [w for w in warned if "above the simulator's limit" in w]
+    # a planner that fails outright (a bug) is left out with its own line, never the page
+    assert refused and all(w in refused or "planner failed" in w for w in warned)
     assert not any(w.startswith("easy:") for w in warned)
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["easy"]

@@ -209,7 +209,7 @@ def test_sweeps_smoke_run_starts_in_the_background_and_cancels(tmp_path):
     time.sleep(2.0)
     at.button(key="sweep_cancel_job").click().run()
     job._proc.join(5)
-    assert not job._proc.is_alive()
+    assert not job._proc.is_alive(), (job.state, [e.value for e in at.error])
     assert any("cancelled" in i.value for i in at.info)
     # the runner's processes went with it: nothing writes to the folder any more
     rows = tmp_path / "smoke" / "rows.jsonl"

@@ -92,6 +92,9 @@ def split_replayable(schedules: dict, profile: str, size: str) -> tuple[dict, di
     line for those it refuses as too large (:func:`check_replay`)."""
     ok, refused = {}, {}
     for name, s in schedules.items():
+        if isinstance(s, FailedStrategy):
+            refused[name] = s.why
+            continue
         try:
             check_replay([s], profile, size)
             ok[name] = s
@@ -161,6 +164,10 @@ def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement
                         bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
     """Every strategy simulated (``ui.work.compare_view``), or a :class:`Pending` job."""
     from ui import work
+
+    failed = [s.why for s in schedules.values() if isinstance(s, FailedStrategy)]
+    if failed:
+        raise RedistributionError(failed[0])
 
     keyed = {name: _schedule_key(s) for name, s in schedules.items()}
     n = max((s.num_devices for s in schedules.values()), default=0)
@@ -243,18 +250,36 @@ def measure_local(mesh_text: str, src: str, dst: str, dtype: str, planner: str) 
                          timeout_s=900)[0]
 
 
+class FailedStrategy:
+    """A strategy whose planner failed (a bug, not a user error): the Compare page leaves
+    it out with this one line (:func:`split_replayable`) and compares the others."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"FailedStrategy({self.why!r})"
+
+
 def strategy_schedules(plan: synth.Plan, sc: Scenario, xla: dict | None) -> dict:
-    """Name -> ``synth.Schedule`` for every strategy on the Compare page."""
+    """Name -> ``synth.Schedule`` for every strategy on the Compare page; another
+    planner that fails unexpectedly gives a :class:`FailedStrategy` instead of taking
+    the page down."""
     out = {f"ours ({plan.planner})": plan.to_schedule()}
     for name in planners():
         if name != plan.planner:
-            p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize,
-                          None, sc.machine_profile, sc.machine_size)
-            out[name] = p.to_schedule()
+            try:
+                p = make_plan(str(plan.mesh), "", str(plan.src), str(plan.dst), name, plan.itemsize,
+                              None, sc.machine_profile, sc.machine_size)
+                out[name] = p.to_schedule()
+            except RedistributionError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one planner's bug must not hide the others
+                out[name] = FailedStrategy(f"the {name} planner failed ({type(e).__name__}: {e}); "
+                                           "please report it")
     for part, d in (xla or {}).items():
         out[f"xla {part}"] = synth.Schedule.from_dict(d["schedule"])
     return out
-
 
 
 # -- sweeps (experiments runner in a worker job) ---------------------------------------------

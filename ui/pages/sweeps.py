@@ -115,7 +115,15 @@ def main():
     if why:
         st.warning(escape_md(f"The experiments package is not available ({why}); this page needs it."))
         return
-    folder = _pick_folder() or _fresh_clone()
+    picked = _pick_folder()
+    folder = picked
+    if not picked or st.session_state.get("sweeps_run_smoke"):
+        # a fresh clone, or the smoke sweep this session started: its panel (progress,
+        # Cancel) stays on the page while the runner fills the folder
+        fallback = _fresh_clone()
+        filling = picked and Path(picked).resolve() == files.smoke_out_dir().resolve()
+        if not picked or (filling and st.session_state.get("sweeps_run_smoke")):
+            folder = fallback
     example = folder == str(files.EXAMPLE_DIR)
     try:
         folder = folder if example else str(files.check_results_path(folder))
