@@ -47,10 +47,10 @@ def needs_jax(planner: str, measure: bool, profiles=()) -> bool:
 
 
 # -- schedules ---------------------------------------------------------------------------
-#: The time budget of the ``auto`` planner in sweeps: ten times the interactive default,
-#: so that a loaded host changes fewer plans (a plan that ran out of budget says so in
-#: its row's notes).
-AUTO_BUDGET_S = 1.0
+#: The wall-clock cap of the ``auto`` planner in sweeps. None: synth's safety cap
+#: (``synth.planners.DEFAULT_BUDGET_S``). The search is budgeted in work (moves examined),
+#: so a loaded host changes no plan; a plan cut by the safety cap says so in its notes.
+AUTO_BUDGET_S = None
 
 
 def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placement=None):
@@ -62,7 +62,8 @@ def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placemen
     mesh, src, dst = case.parsed()
     kw = {}
     if planner == "auto":
-        kw["budget_s"] = AUTO_BUDGET_S
+        if AUTO_BUDGET_S is not None:
+            kw["budget_s"] = AUTO_BUDGET_S
         if machine is not None:
             from models.plan_cost import machine_cost
 

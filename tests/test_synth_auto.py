@@ -223,3 +223,22 @@ def test_uneven_dims_are_searched():
 def test_free_device_order_refuses_types_it_cannot_relabel(src, dst):
     with pytest.raises(RedistributionError, match="free device order"):
         synthesize("x=4,y=2", src, dst, free_device_order=True)
+
+
+@pytest.mark.parametrize("mesh, src, dst, searched", [
+    # the cap fires before the search has any plan: normal's plan (here easy's) is returned
+    ("a=3,b=2,c=4,d=2,e=3,f=2", "[12{a,c}, 6{e}, 4{d,f}, 2{b}]", "[12{d}, 6{b}, 4, 2]", False),
+    # the cap fires with the normal incumbent in hand: that plan is returned
+    ("a=4,b=4,c=4", "[64{a,b}, 16{c}]", "[64{c}, 16{a,b}]", True),
+])
+def test_a_fired_wall_clock_cap_returns_a_checked_plan_and_says_so(mesh, src, dst, searched):
+    """A tiny wall-clock cap with a large work budget: the cap fires at the first
+    expansion (it is checked at every one), and the plan is still exact, with a note."""
+    p = _plan(mesh, src, dst, budget_s=1e-9, budget_moves=10**6)
+    assert p.search["cap_fired"] is True and p.search["optimal"] is False
+    assert p.search["moves"] < 1000  # the cap is checked per expansion, not per 256 moves
+    fired = [n for n in p.notes if "wall-clock safety cap of 1e-09 s fired" in n]
+    assert len(fired) == 1, p.notes
+    assert ("before the search found a plan" in fired[0]) is (not searched)
+    assert p.search["status"] == "best found before the wall-clock cap (load-dependent)"
+

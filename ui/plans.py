@@ -78,10 +78,11 @@ def _parse_sharding(what: str, text: str, shape, mesh):
         raise InputError(f"{what} {text.strip()!r}: {msg}") from None
 
 
-#: The ``auto`` planner's search budget in the app (documented in docs/app.md): larger than
-#: synth's interactive default of 100 ms because the machine's cost model is slower per
-#: step on a cold server, and a plan is computed once per scenario (then cached).
-AUTO_BUDGET_S = 0.5
+#: The ``auto`` planner's budget in the app (documented in docs/app.md): synth's work
+#: budget (``synth.planners.DEFAULT_BUDGET_MOVES`` moves examined), so the plan a page shows
+#: does not depend on how busy the server is, and synth's wall-clock safety cap
+#: (``DEFAULT_BUDGET_S``); a plan cut by that cap says so in its notes. None: synth's default.
+AUTO_BUDGET_S = None
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -92,7 +93,7 @@ def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
     placement: ``models.plan_cost.machine_cost``) when one is given and models/ loads;
     otherwise on synth's documented default cost."""
     mesh, src, dst = parse_inputs(mesh_text, shape_text, src_text, dst_text, num_devices)
-    kw = {"budget_s": AUTO_BUDGET_S} if planner == "auto" else {}
+    kw = {"budget_s": AUTO_BUDGET_S} if planner == "auto" and AUTO_BUDGET_S is not None else {}
     if planner == "auto" and machine_profile and not missing("models"):
         m = machine(machine_profile, machine_size)
         if m.num_devices == mesh.size:

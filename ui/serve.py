@@ -40,8 +40,7 @@ def preload() -> float:
         mesh = synth.Mesh.parse(sc.mesh)
         src = synth.parse_type(sc.src, scenario.parse_shape(sc.shape))
         dst = synth.parse_type(sc.dst, src.shape)
-        synth.synthesize(mesh, src, dst, planner="auto", itemsize=sc.itemsize, cost=machine_cost(m, mesh),
-                         budget_s=0.5)
+        synth.synthesize(mesh, src, dst, planner="auto", itemsize=sc.itemsize, cost=machine_cost(m, mesh))
     except Exception:  # noqa: BLE001 - a missing package: the page says so later
         pass
     return time.perf_counter() - t0

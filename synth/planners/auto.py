@@ -51,6 +51,10 @@ def _fmt_t(v: float) -> str:
     return f"{v * 1e3:.4g} ms" if v >= 1e-3 else f"{v * 1e6:.4g} us"
 
 
+class _NoFinitePlan(Exception):
+    """The memory cap admits paths, but each has a step of infinite cost."""
+
+
 class _State:
     """What the phases established so far (kept when the budget runs out mid-phase)."""
 
@@ -220,6 +224,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             if cap is None:
                 raise AssertionError("auto: the target is unreachable from the source")
             found = _solve(sp1, budget, cap, st, lb_s)
+            if found is None:  # every path within the cap has a step of infinite cost
+                raise _NoFinitePlan
         st.found, st.cap = found, cap
         st.proven = "whole-axes"
         if sp2 is None:
@@ -241,6 +247,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                 f2 = _solve(sp2, budget, bound, sub, lb_s)
                 if f2 is None:
                     m = bottleneck(sp2, budget)
+                    if m is None:  # cannot happen (level 1's plan is a path); keep level 1's
+                        m = cap
                     if m < cap:
                         f2 = _solve(sp2, budget, m, sub, lb_s)
                     else:
@@ -258,6 +266,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         cut = "work"
     except OutOfTime:
         cut = "time"
+    except _NoFinitePlan:
+        cut = "infinite"
     notes = []
     if st.found is not None and st.found.sp is None:
         plan = st.found.plan
@@ -267,10 +277,17 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                       st.found.steps, itemsize)
     else:
         plan = plan_normal(mesh, src, dst, itemsize)
-        what = f"work budget of {limit} moves" if cut == "work" else f"wall-clock cap of {cap_s:g} s"
-        notes.append(f"auto: the {what}"
-                     " ran out before the search found a plan; returned the normal planner's plan "
-                     "(not searched to the end; raise --budget-moves)")
+        if cut == "infinite":
+            notes.append("auto: every plan the search found has a step the cost model cannot "
+                         "cost (infinite time); returned the normal planner's plan")
+        elif cut == "time":
+            notes.append(f"auto: the wall-clock safety cap of {cap_s:g} s fired after {budget.used} "
+                         "moves, before the search found a plan; returned the normal planner's plan "
+                         "(load-dependent; raise --budget-ms)")
+        else:
+            notes.append(f"auto: the work budget of {limit} moves ran out before the search found a "
+                         "plan; returned the normal planner's plan (not searched to the end; raise "
+                         "--budget-moves)")
     if st.found is not None and st.found.sp is not None and st.found.sp.fast:
         # the search's own cost: under the default model it is the schedule's, step by
         # step (tests check it against schedule_cost); big meshes skip building the schedule
@@ -287,7 +304,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                      + (" while breaking ties (the plan is optimal; ties by peak memory were not all "
                         "compared)" if optimal else "; this is the best plan found, not proven optimal "
                         "(raise --budget-moves to search further)"))
-    if cut == "time":
+    if cut == "time" and st.found is not None:
         notes.append(f"auto: the wall-clock safety cap of {cap_s:g} s fired after {budget.used} moves; "
                      "this result depends on the machine's speed and load (raise --budget-ms, or "
                      "lower --budget-moves)")
