@@ -52,6 +52,23 @@ def needs_jax(planner: str, measure: bool, profiles=()) -> bool:
 #: so a loaded host changes no plan; a plan cut by the safety cap says so in its notes.
 AUTO_BUDGET_S = None
 
+#: The work budget of ``auto`` in sweeps, in moves examined x devices: a machine's cost
+#: of one move grows with the mesh (every op is costed on the whole machine), so sweeps
+#: give ``AUTO_WORK_MOVE_DEVICES / devices`` moves (at least :data:`AUTO_MIN_MOVES`, at
+#: most synth's default): 25,000 moves on 8 devices, 781 on 256, 48 on 4096. It is a
+#: function of the case alone, so every run of a sweep gives the same plans on any host
+#: at any load, and each search stays well inside the safety cap on this project's 2-core
+#: VM. A plan cut by it says "best found within the work budget" in its row.
+AUTO_WORK_MOVE_DEVICES = 200_000
+AUTO_MIN_MOVES = 48
+
+
+def auto_budget_moves(num_devices: int) -> int:
+    """The sweep's work budget for ``auto`` on a mesh of ``num_devices`` devices."""
+    from synth.planners import DEFAULT_BUDGET_MOVES
+
+    return max(AUTO_MIN_MOVES, min(DEFAULT_BUDGET_MOVES, AUTO_WORK_MOVE_DEVICES // max(1, num_devices)))
+
 
 def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placement=None):
     """``(plan, schedule)`` for one of our planners. With ``machine`` (a loaded profile),
@@ -64,6 +81,7 @@ def our_schedule(case: Case, planner: str, itemsize: int, machine=None, placemen
     if planner == "auto":
         if AUTO_BUDGET_S is not None:
             kw["budget_s"] = AUTO_BUDGET_S
+        kw["budget_moves"] = auto_budget_moves(mesh.size)
         if machine is not None:
             from models.plan_cost import machine_cost
 

@@ -45,25 +45,25 @@ BUDGET_MS = 60_000
 #: test_multi_dim_mesh[64], [101] (ShardedToUnreduced + AllReduce, 1920 B, where DTensor's
 #: two collectives receive 1536 B). Over the bound since the default work budget fell from
 #: 60000 to 10000 moves (the budget runs out; the plan says so; within it with
-#: --budget-moves 60000): slice_on_multiple_src_dims, replace_axes_and_all_gather_gcd_greater_than_one_3.
+#: --budget-moves 60000): slice_on_multiple_src_dims. Main at 10:44 (the sets below):
+#: Shardy dominated 6, over the bound where Shardy is within 10, at the receive bound 57.
 PINNED = {
     "shardy": {
         "dominated": {
             "all_to_all_and_gather_src_dim_out_of_order", "all_to_all_subaxis_and_full_axis_then_all_gather",
-            "replace_axes_and_all_gather_gcd_greater_than_one_2", "replace_major_most_axis_then_all_gather_sub_axis",
             "replace_multiple_axes_diff_dims", "replace_sub_axes_2", "replace_sub_axes_3",
-            "slice_on_multiple_src_dims", "slice_on_src_dim_then_all_to_all",
+            "slice_on_multiple_src_dims",
         },
         "over_bound_peer_within": {
             "all_to_all_axes_at_src_and_tgt_out_of_order", "all_to_all_two_tgt_dims_src_out_of_order",
             "all_to_all_two_tgt_dims_src_out_of_order_2", "cannot_slice_on_src_dim_axes_out_of_order",
-            "replace_axes_and_all_gather_gcd_greater_than_one_3", "replace_sub_axes_2", "replace_sub_axes_3",
-            "slice_on_multiple_src_dims", "slice_on_one_src_dim_but_not_other",
+            "replace_sub_axes_2", "replace_sub_axes_3", "slice_on_multiple_src_dims",
+            "slice_on_one_src_dim_but_not_other",
             # two meshes: the cross-mesh planner stages a piece where Shardy's permute does not
             "reorder_device_ids_then_all_gather", "slice_then_reorder_device_ids_then_all_to_all",
         },
-        "at_recv_bound_ours": 53,
-        "dominates": 14,
+        "at_recv_bound_ours": 57,
+        "dominates": 15,
     },
     "dtensor": {
         "dominated": {"test_multi_dim_mesh[64]", "test_multi_dim_mesh[101]",
@@ -208,7 +208,7 @@ def test_replayed_peer_plans_round_trip_json(shardy_run):
 def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
     """``--fuse``: our plans with runs of one-dim steps fused (synth.collectives.fuse_runs)
     are checked element by element like every plan, never use more collectives or receive
-    more than the plain ones, and are dominated by Shardy in at most 5 of the pinned cases."""
+    more than the plain ones, and are dominated by Shardy in at most 2 of the pinned cases."""
     fused = run_peers(["shardy"], budget_ms=BUDGET_MS, fuse=True)["suites"]["shardy"]
     assert fused["summary"]["cases"] == 95
     for plain, f in zip(runs["shardy"]["rows"], fused["rows"]):
@@ -216,5 +216,5 @@ def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
         assert f["ours"]["collectives"] <= plain["ours"]["collectives"]
         assert f["ours"]["recv_bytes"] <= plain["ours"]["recv_bytes"]
     dominated = {r["test"] for r in fused["rows"] if r["dominated"]}
-    assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 5
+    assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 2
     assert "replace_multiple_axes_diff_dims" not in dominated  # one 2-dim gather, as Shardy
