@@ -208,7 +208,7 @@ def test_replayed_peer_plans_round_trip_json(shardy_run):
 def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
     """``--fuse``: our plans with runs of one-dim steps fused (synth.collectives.fuse_runs)
     are checked element by element like every plan, never use more collectives or receive
-    more than the plain ones, and are dominated by Shardy in at most 2 of the pinned cases."""
+    more than the plain ones, and are dominated by Shardy in at most 3 of the pinned cases."""
     fused = run_peers(["shardy"], budget_ms=BUDGET_MS, fuse=True)["suites"]["shardy"]
     assert fused["summary"]["cases"] == 95
     for plain, f in zip(runs["shardy"]["rows"], fused["rows"]):
@@ -216,5 +216,8 @@ def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
         assert f["ours"]["collectives"] <= plain["ours"]["collectives"]
         assert f["ours"]["recv_bytes"] <= plain["ours"]["recv_bytes"]
     dominated = {r["test"] for r in fused["rows"] if r["dominated"]}
-    assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 2
+    # at most 3: slice_on_multiple_src_dims is within the bound since the work budget became
+    # 50,000 moves (at 30,000 it fell back to normal's over-bound plan), but with 3
+    # collectives to Shardy's 2 (pinned as dominated above; an open move-set question)
+    assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 3
     assert "replace_multiple_axes_diff_dims" not in dominated  # one 2-dim gather, as Shardy
