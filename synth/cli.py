@@ -1,7 +1,7 @@
 """``python -m synth``: plan a redistribution, or benchmark the synthesizer.
 
     python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'
-    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-moves 30000]
+    python -m synth plan ... [--planner auto|normal|easy|search] [--budget-moves 50000]
                              [--budget-ms 10000] [--move-set full|whole-axes] [--free-device-order] [--json]
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto (default: cheapest plan within the memory bound), normal (the paper's), "
                          "easy (gather everything), search (older Dijkstra)")
     pl.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                    help="auto: work budget, in moves examined (default: 30000); it decides the plan, "
+                    help="auto: work budget, in moves examined (default: 50000); it decides the plan, "
                          "whatever the machine's load")
     pl.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                     help="auto: wall-clock safety cap in ms (default: 10000); the plan says when it fired")
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-axes", type=int_arg(1, maximum=6), default=6, help="mesh axes, at most (default: 6)")
     b.add_argument("--max-rank", type=int_arg(1, maximum=8), default=4, help="array rank, at most (default: 4)")
     b.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                   help="auto's work budget (default: 30000 moves)")
+                   help="auto's work budget (default: 50000 moves)")
     b.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                    help="auto's wall-clock safety cap (default: 10000)")
     b.add_argument("--runs", type=int_arg(1, maximum=10), default=1,
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--cases", type=int_arg(1, "cases"), default=1000, help="number of cases (default: %(default)s)")
     a.add_argument("--seed", type=int_arg(0), default=0)
     a.add_argument("--budget-moves", type=budget_moves_arg, default=None,
-                   help="auto's work budget (default: 30000 moves)")
+                   help="auto's work budget (default: 50000 moves)")
     a.add_argument("--budget-ms", type=budget_ms_arg, default=None,
                    help="auto's wall-clock safety cap (default: 10000)")
     a.add_argument("--json", action="store_true", help="print one JSON document")

@@ -33,7 +33,7 @@ from synth.errors import RedistributionError
 from synth.schedule import LOCAL_KINDS
 
 #: Default work budget of one ``auto`` synthesis: moves examined (see the module doc).
-DEFAULT_BUDGET_MOVES = 30_000
+DEFAULT_BUDGET_MOVES = 50_000
 
 #: Default wall-clock safety cap of one ``auto`` synthesis, in seconds. The work budget
 #: decides the plan; the cap only stops a search that would take unreasonably long on

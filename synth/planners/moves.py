@@ -421,6 +421,10 @@ class Space:
         return v
 
     # -- permute targets ---------------------------------------------------------------
+    def class_cached(self, splits, U) -> bool:
+        """Whether :meth:`class_members` of these has been built (and ticked) already."""
+        return (splits, U) in self._class
+
     def class_members(self, splits, U):
         """Every valid dims of these per-dim splits over the axes not in ``U`` (any axes,
         any order): the targets of a permute."""
