@@ -14,10 +14,12 @@ CASE = {"name": "gather-x8y4", "mesh": "x=8,y=4", "src": "[4096, 2048{y}, 4096{x
 
 
 def _rows(planner):
+    # the plans' own schedules (no compile): the 128 GiB array is about planning per machine, and
+    # compiling it for a tpu-v4 slice would need more HBM than a chip has
     cfg = parse_config({"name": "t", "cases": [CASE], "machines": ["tpu-v4", "gb200-nvl72"],
                         "planners": [planner]})
     (unit,) = cfg.units()
-    rows = run_unit(unit)
+    rows = run_unit(unit, compile_planners=())
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     return {r["machine"].split(":")[0]: r for r in rows}
 

@@ -84,6 +84,21 @@ def _parse_sharding(what: str, text: str, shape, mesh):
 #: (``DEFAULT_BUDGET_S``); a plan cut by that cap says so in its notes. None: synth's default.
 AUTO_BUDGET_S = None
 
+#: On a machine's cost a move costs more the larger the machine (every op is costed on it),
+#: so the app gives ``auto`` ``APP_WORK_MOVE_DEVICES / devices`` moves (at least
+#: ``APP_MIN_MOVES``, at most synth's default): 625 on 64 devices, 16 on 4096. A function of
+#: the scenario alone, so a page shows the same plan on a busy server, and interactive.
+#: Without a machine, synth's default work budget (the default cost is cheap arithmetic).
+APP_WORK_MOVE_DEVICES = 40_000
+APP_MIN_MOVES = 16
+
+
+def app_budget_moves(num_devices: int) -> int:
+    """The app's work budget for ``auto`` costed on a machine of ``num_devices`` devices."""
+    from synth.planners import DEFAULT_BUDGET_MOVES
+
+    return max(APP_MIN_MOVES, min(DEFAULT_BUDGET_MOVES, APP_WORK_MOVE_DEVICES // max(1, num_devices)))
+
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
@@ -100,6 +115,7 @@ def make_plan(mesh_text: str, shape_text: str, src_text: str, dst_text: str,
             from models.plan_cost import machine_cost
 
             kw["cost"] = machine_cost(m, mesh)
+            kw["budget_moves"] = app_budget_moves(mesh.size)
     return synth.synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **kw)
 
 
