@@ -508,7 +508,9 @@ def profile_from_two_level_fit(f: dict, processes: int, local: int, backend: str
             if fitted_bandwidth_Bps(inv) is not None:   # a fit at its bound ships no bandwidth
                 coll[k]["bandwidth_Bps"] = {"value": fitted_bandwidth_Bps(inv), "source": src}
     alpha = float(np.median([p[f"{k}.alpha_s"] for k in coll])) if coll else 3e-5
-    hbm = coll["copy"]["bandwidth_Bps"]["value"] if "copy" in coll else 5e9
+    # the copy kind's fitted rate; where it was not fitted or was withheld (a fit at its bound
+    # ships no bandwidth), the cpu-cluster default's 5 GB/s
+    hbm = coll.get("copy", {}).get("bandwidth_Bps", {}).get("value", 5e9)
     per = lambda c: f"{src}; the {c} link class"  # noqa: E731
     return {
         "name": f"cpu-{processes}x{local}",
