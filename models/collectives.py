@@ -368,9 +368,7 @@ def _plan_switched(op, machine, topo, chips, forced):
             continue
         ph, steps_in, steps_net, R = flows
         name = f"ring x{R} rails" if algo == "ring" and m > 1 else algo
-        reduce_s = 0.0
-        if algo not in ("nvls", "nvls_tree", "sharp"):
-            reduce_s = machine.reduce_time_s(kind, S, n)
+        gpu_reduces = algo not in ("nvls", "nvls_tree", "sharp")   # else the switch / fabric reduces
         cap0 = capacity(machine, topo, kind, 1.0, 1.0, nvls=algo in ("nvls", "nvls_tree"), ranks=n)
         xfer0 = bottleneck_time_s(ph.routes, ph.nbytes, ph.weights, cap0)
         if algo == "nvls_tree":
@@ -385,6 +383,8 @@ def _plan_switched(op, machine, topo, chips, forced):
                 xfer0 = floor
         for proto, frac, base, hop, ramps in _protocols(machine, algo, kind, multi_node=m > 1):
             ramp = machine.ramp(S / rho, pipe) if ramps else 1.0
+            # the reduction kernel runs in the pipeline's chunks: it climbs to its rate with them
+            reduce_s = machine.reduce_time_s(kind, S, n, ramp) if gpu_reduces else 0.0
             if hop is None:
                 hop_in = _step_latency(topo, lat, chips, group0) if algo == "ring" else machine.link_latency_s
                 lat_s = (steps_in + steps_net) * hop_in

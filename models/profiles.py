@@ -261,20 +261,22 @@ class HardwareProfile:
         t = (2.0 / max(ranks, 2) - 0.25) / 0.75
         return float(e8 - (e8 - self.a2a_pair_efficiency) * t)
 
-    def reduce_time_s(self, kind: str, nbytes_in: float, ranks: int) -> float:
+    def reduce_time_s(self, kind: str, nbytes_in: float, ranks: int, ramp: float = 1.0) -> float:
         """Least time a GPU spends on the arithmetic of a GPU-reduced collective (reduce-scatter,
         all-reduce by ring or tree) whose nccl-tests size is ``nbytes_in`` over ``ranks`` devices,
         overlapped with the transfers (the op takes the longer). Two limits: the arithmetic on
         the ``(ranks-1)/ranks`` received part at ``reduce_Bps``, and NCCL's reduction kernel
-        reading the GPU's whole input at ``reduce_input_bandwidth_Bps`` (it runs on the few SMs
-        of NCCL's channels). Worked example, H100 (``reduce_input_bandwidth_Bps`` 3.7e11), a
-        256 MiB reduce-scatter: 0.73 ms whatever the group size -- XLA's table measures 0.77 ms
-        over 2, 4 and 8 ranks alike, while its all-gathers take 0.55 / 0.67 / 0.73 ms."""
+        reading the GPU's whole input at ``reduce_input_bandwidth_Bps`` times ``ramp`` (it runs on
+        the few SMs of NCCL's channels, in the same pipelined chunks as the transfers, so it
+        climbs to its rate with them). Worked example, H100 (``reduce_input_bandwidth_Bps``
+        4.0e11, ramp 0.93-0.95 at 256 MiB), a 256 MiB reduce-scatter: 0.70-0.72 ms whatever
+        the group size -- XLA's table measures 0.77 ms over 2, 4 and 8 ranks alike, while its
+        all-gathers take 0.55 / 0.67 / 0.73 ms."""
         if kind not in ("reduce_scatter", "all_reduce") or ranks < 2:
             return 0.0
         t = (ranks - 1) / ranks * nbytes_in / self.reduce_Bps
         if self.reduce_input_bandwidth_Bps > 0:
-            t = max(t, nbytes_in / self.reduce_input_bandwidth_Bps)
+            t = max(t, nbytes_in / (self.reduce_input_bandwidth_Bps * ramp))
         return float(t)
 
     @property
@@ -659,6 +661,9 @@ _BOUNDS = {
     "link_efficiency": (0.0, False, 1.0), "nic_efficiency": (0.0, False, 1.0),
     "nvls_efficiency": (0.0, True, 4.0), "sharp": (0, True, 1), "max_net_rings": (0, True, 1024),
     "ramp_half_bytes": (0.0, True, 2.0**50), "ramp_ranks_exponent": (0.0, True, 4.0),
+    "reduce_input_bandwidth_Bps": (0.0, True, _MAX_BPS), "a2a_pair_efficiency": (0.0, True, 1.0),
+    "nvls_tree_busbw_2node_Bps": (0.0, True, _MAX_BPS), "nvls_tree_busbw_Bps": (0.0, True, _MAX_BPS),
+    "a2a_latency_s": (0.0, True, 10.0),
 }
 
 
