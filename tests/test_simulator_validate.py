@@ -392,3 +392,31 @@ def test_round_2_profile_numbers_are_checked(tmp_path, param, value, ok):
     with pytest.raises(ProfileError, match=param) as e:
         load_profile(f"{p}:1")
     assert "\n" not in str(e.value)
+
+
+def test_the_bound_without_its_latency_term_is_bytes_over_bandwidth():
+    from models.analytic import redistribution_bound_terms
+    from synth import ArrayType, Mesh
+
+    m = load_profile("dgx-h100:1")
+    mesh, src, dst = Mesh.parse("x=8"), ArrayType.parse("[1024{x}, 8]"), ArrayType.parse("[1024, 8{x}]")
+    with_lat = redistribution_bound_terms(m, mesh, src, dst, 4, list(range(8)))
+    without = redistribution_bound_terms(m, mesh, src, dst, 4, list(range(8)), latency=False)
+    assert "latency" in with_lat and "latency" not in without
+    # each device needs 7/8 of its 4 KiB target block over its 450 GB/s of NVLink
+    assert without["injection"] == pytest.approx(1024 * 8 * 4 / 8 * 7 / 8 / 450e9)
+    assert with_lat["injection"] == pytest.approx(launch_floor_s(m) + 0.6e-6 + without["injection"])
+    assert all(without[k] < with_lat[k] for k in without)
+
+
+def test_bound_ratio_says_when_a_folder_recorded_another_bound(tmp_path):
+    from simulator.bound_ratio import bound_ratio
+
+    folder = _results_folder(tmp_path, [("dgx-h100", "x=8", "[64{x}, 8]", "[64, 8{x}]", 50e-6)])
+    rows = [json.loads(x) for x in (folder / "rows.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["lower_bound_s"] = 1e-9                       # an older model's bound
+    rows.append(dict(rows[0], id="late", status="error"))   # unfinished rows are left out
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = bound_ratio(folder)
+    assert res["recorded_bound_differs"] == 1 and res["planners"]["auto"]["cases"] == 1
