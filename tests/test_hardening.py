@@ -187,3 +187,198 @@ def test_processes_times_devices_is_estimated_before_any_starts(monkeypatch, cap
     assert "--processes 24 --devices 24" in line and "memory" in line
     assert f"needs about {need / 2**30:.1f} GiB of memory" in line, line
     assert not list(tmp_path.glob("pid*")), "a process started before the estimate"
+
+
+# -- compiles: estimated, one at a time when two do not fit, one line when they fail -------------
+APP_LAYOUT = ["--mesh", "data=16,model=4", "--dst", "P('model','data')", "--dtype", "bfloat16", "--devices", "64"]
+
+
+def test_a_cpu_run_over_the_memory_is_refused_before_jax_starts(monkeypatch, capsys):
+    """The issue's 512 MiB case on 64 CPU devices (measured ~5.8 GiB for `compare`) with
+    4 GB available: one line with the case, the compiler and the estimate."""
+    from executor.run import compile_host_bytes
+
+    rc, cap = _main(["xla-schedule", "--check", "--src", "[8192{data}, 32768{model}]", *APP_LAYOUT],
+                    monkeypatch, capsys, REDIST_MEMORY_BUDGET_BYTES=4e9)
+    assert rc == 2
+    line = _one_line(cap.err)
+    need = compile_host_bytes(8192 * 32768 * 2)
+    assert need == (384 << 20) + 12 * 512 * 2**20
+    assert "[8192{data}, 32768{model}]" in line and "CPU compile" in line
+    assert f"needs about {need / 2**30:.1f} GiB of memory" in line, line
+
+
+@pytest.mark.parametrize("compiler,devices", [("tpu-v4:2x2x2", 8), ("cpu (ahead of time)", 64), ("dgx-h100:8", 8)])
+def test_an_ahead_of_time_compile_is_estimated_and_refused_in_one_line(compiler, devices, monkeypatch):
+    from executor.run import aot_compile_host_bytes, compile_guard
+    from synth.limits import MemoryLimitError
+
+    monkeypatch.setenv("REDIST_MEMORY_BUDGET_BYTES", "1e8")
+    ran = []
+    with pytest.raises(MemoryLimitError) as e:
+        with compile_guard("XLA's reshard of case 7", compiler, devices=devices):
+            ran.append(1)
+    assert not ran, "the compile ran although its estimate did not fit"
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"XLA's reshard of case 7: the {compiler} compile needs about")
+    need = aot_compile_host_bytes(compiler, devices)
+    assert need > 1e8 and f"{need / 2**20:.1f} MiB" in msg
+
+
+@pytest.mark.parametrize("text,needs", [
+    ("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 72.03G of 31.25G hbm. Exceeded hbm "
+     "capacity by 40.78G.", "needs 72.03 GiB of hbm per device, 40.78 GiB more than the 31.25 GiB"),
+    ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. the total memory required for HLO temporaries "
+     "(96.00G) exceeds available HBM (30.75G).", "needs 96.00 GiB of HBM for HLO temporaries per device"),
+])
+def test_a_compile_that_fails_for_memory_is_one_line_with_case_compiler_and_bytes(text, needs):
+    from executor.run import CompileMemoryError, compile_guard
+
+    with pytest.raises(CompileMemoryError) as e:
+        with compile_guard("XLA's reshard (shardy) of a (8, 8589934592) float32 array", "tpu-v4:2x2x2", devices=8):
+            raise RuntimeError(text + "\nTraceback-like second line")
+    msg = str(e.value)
+    assert "\n" not in msg and e.value.kind == "memory"
+    assert msg.startswith("XLA's reshard (shardy) of a (8, 8589934592) float32 array: the tpu-v4:2x2x2 compile "
+                          "failed for memory: ") and needs in msg, msg
+
+
+def test_a_compile_that_fails_otherwise_is_not_rewritten():
+    from executor.run import compile_guard
+
+    with pytest.raises(ValueError, match="shapes do not match"):
+        with compile_guard("case", "tpu-v4:2x2x2", devices=8):
+            raise ValueError("shapes do not match")
+
+
+def test_the_subprocess_killed_for_memory_is_one_line_with_case_compiler_and_bytes():
+    """The app's 'exit status -9': a compile subprocess killed by signal 9 (here it kills
+    itself; the out-of-memory killer sends the same signal)."""
+    from ui.runs import WorkerError, _run_executor
+
+    cmd = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "compare",
+           "--mesh", "data=16,model=4", "--src", "[8192{data}, 32768{model}]", "--dst", "[8192{model}, 32768{data}]",
+           "--dtype", "bfloat16"]
+    with pytest.raises(WorkerError) as e:
+        _run_executor([cmd], timeout_s=120)
+    msg = str(e.value)
+    assert "exit status" not in msg and "\n" not in msg
+    assert "[8192{data}, 32768{model}] -> [8192{model}, 32768{data}] on data=16,model=4" in msg
+    from executor.fmt import fmt_bytes
+    from executor.run import compile_host_bytes
+
+    need = fmt_bytes(compile_host_bytes(8192 * 32768 * 2))
+    assert f"the cpu compile was killed by signal 9, most likely for memory; it needs about {need}" in msg, msg
+
+
+def test_the_app_compile_subprocess_killed_for_memory_names_machine_and_bytes(monkeypatch):
+    import numpy as np
+
+    import synth
+    from synth.interp import check_blocks, interpret
+    from ui import xla_compare
+    from ui.compute import WorkerError
+
+    mesh = synth.Mesh.parse("data=16,model=4")
+    plan = synth.synthesize(mesh, synth.ArrayType.parse("[64{data}, 128{model}]"),
+                            synth.ArrayType.parse("[64{model}, 128{data}]"), itemsize=2)
+    x = np.arange(64 * 128).reshape(64, 128)
+    check_blocks(x, interpret(plan.steps, plan.work_types[0], plan.work_mesh, x), plan.work_types[-1],
+                 plan.work_mesh)  # the plan is right element by element before its compile is "killed"
+
+    def killed(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, -9, "", "")
+
+    monkeypatch.setattr(subprocess, "run", killed)
+    with pytest.raises(WorkerError) as e:
+        xla_compare.compiled_strategies("k-killed", "tpu-v4:4x4x4", "data=16,model=4", plan, "bfloat16")
+    msg = str(e.value)
+    assert "exit status -9" not in msg and "\n" not in msg
+    assert msg.startswith("compiling [64{data}, 128{model}] -> [64{model}, 128{data}] on data=16,model=4: the "
+                          "tpu-v4:4x4x4 compile was killed by signal 9, most likely for memory"), msg
+    from executor.fmt import fmt_bytes
+    from executor.run import aot_compile_host_bytes
+
+    assert aot_compile_host_bytes("tpu-v4:4x4x4", 64) == (448 << 20) + 64 * (64 << 10)
+    assert f"it needs about {fmt_bytes((448 << 20) + 64 * (64 << 10))}" in msg, msg
+
+
+def _holder(tmp_path, env):
+    """A process that holds the host's compile slot until its stdin closes."""
+    code = ("import sys; from executor.run import _take_compile_slot; _take_compile_slot('holder', 1); "
+            "print('held', flush=True); sys.stdin.read()")
+    h = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert h.stdout.readline().strip() == "held"
+    return h
+
+
+def test_two_runs_that_do_not_fit_together_run_one_at_a_time(tmp_path):
+    """A run whose estimate fits alone but not twice waits for the one holding the slot
+    (it says so on stderr), and finishes correctly once that one is done."""
+    from executor.run import compile_host_bytes
+
+    need = compile_host_bytes(256 * 32768 * 2)  # 16 MiB bfloat16
+    env = _env(REDIST_CACHE_DIR=tmp_path / "cache", REDIST_MEMORY_BUDGET_BYTES=int(1.5 * need))
+    h = _holder(tmp_path, env)
+    try:
+        b = subprocess.Popen([sys.executable, "-m", "executor", "xla-schedule", "--check", "--src",
+                              "[256{data}, 32768{model}]", *APP_LAYOUT, "--json"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = b.stderr.readline()
+        assert "waiting for another big compile or run on this host to finish" in first, first
+        assert b.poll() is None, "the second run did not wait"
+    finally:
+        h.stdin.close()
+        h.wait(timeout=60)
+    out, err = b.communicate(timeout=300)
+    assert b.returncode == 0, err[-2000:]
+    d = json.loads(out)
+    assert d["meta"]["correct"] is True  # every element of every shard checked against the target
+
+
+def test_a_run_that_waits_too_long_for_the_slot_fails_in_one_line(tmp_path):
+    from executor.run import compile_host_bytes
+
+    need = compile_host_bytes(256 * 32768 * 2)
+    env = _env(REDIST_CACHE_DIR=tmp_path / "cache", REDIST_MEMORY_BUDGET_BYTES=int(1.5 * need),
+               REDIST_LIMIT_COMPILE_WAIT_S=1)
+    h = _holder(tmp_path, env)
+    try:
+        r = subprocess.run([sys.executable, "-m", "executor", "xla-schedule", "--check", "--src",
+                            "[256{data}, 32768{model}]", *APP_LAYOUT, "--json"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        h.stdin.close()
+        h.wait(timeout=60)
+    assert r.returncode == 2
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 2 and "waiting for another big compile" in lines[0], r.stderr[-2000:]
+    assert lines[1].startswith("error: ") and "waited 1 s for another big compile or run" in lines[1]
+    assert "REDIST_LIMIT_COMPILE_WAIT_S" in lines[1] and json.loads(r.stdout)["kind"] == "memory"
+
+
+def test_the_compile_lock_never_follows_a_link(tmp_path, monkeypatch):
+    import hashlib
+
+    from executor import run
+    from synth.fileio import FileError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n" * 100)
+    before = hashlib.sha256(victim.read_bytes()).hexdigest()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "compile.lock").symlink_to(victim)
+    monkeypatch.setenv("REDIST_CACHE_DIR", str(cache))
+    monkeypatch.setattr(run, "_SLOT", None)
+    with pytest.raises(FileError, match="link"):
+        run._take_compile_slot("case", 1)
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == before
+    folder_link = tmp_path / "cache-link"
+    folder_link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("REDIST_CACHE_DIR", str(folder_link))
+    with pytest.raises(FileError, match="symbolic link or not a folder"):
+        run.compile_lock_path()
+    assert not list((tmp_path / "elsewhere").iterdir())
