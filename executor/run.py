@@ -537,9 +537,10 @@ def compile_guard(what: str, compiler: str, global_bytes: int | None = None, dev
         why = _memory_failure(e) if rewrite else None
         if why is None:
             raise
-        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why} (estimated "
-                                 f"{_fmt_b(est)} of host memory); choose a smaller array or a larger "
-                                 "machine") from None
+        host = _compiler_kind(compiler) == "cpu" or isinstance(e, MemoryError)  # else: the device's memory
+        need = f" (estimated {_fmt_b(est)} of host memory)" if host else ""
+        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; choose a "
+                                 "smaller array or a larger machine") from None
 
 
 def killed_line(what: str, compiler: str, need_bytes: int | None, returncode: int) -> str:
