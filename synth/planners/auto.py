@@ -245,8 +245,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                 f2, _ = astar(sp2, budget, bound, full=False, weight=1 + TIE_TOLERANCE, upper=found.cost)
                 if f2 is not None:
                     st.found = f2
-                f3 = _prove(sp2, budget, bound, st, st.found.cost)
-                f2 = f3 or f2
+                if st.found.cost[0] <= lb_s * (1 + 1e-12):
+                    st.opt_lb = max(st.opt_lb, st.found.cost[0])  # the bound over every plan: nothing is cheaper
+                else:
+                    f3 = _prove(sp2, budget, bound, st, st.found.cost)
+                    f2 = f3 or f2
             else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
                 st.opt_lb = 0.0
                 sub = st.__class__()
