@@ -59,6 +59,11 @@ from synth.types import ArrayType, Dim
 #: ``mid_b`` strategies the planner compares (see the module docstring).
 MID_B_MODES = ("broadcast", "direct")
 
+#: What :func:`plan_crossmesh` ranks candidates by without ``cost``: received bytes
+#: (``traffic``), bytes live per device with staged pieces (``memory``), or with pieces
+#: written in place (``memory-inplace``).
+OBJECTIVES = ("traffic", "memory", "memory-inplace")
+
 
 class StagingError(RedistributionError):
     """A staging cap below what the transfer needs."""
@@ -374,7 +379,7 @@ class CrossPlan:
                                                sent.get(d, 0), mine.get(d, []))}
         return out
 
-    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, shared, send, mine) -> int:
+    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, shared, send, mine, staged: bool = True) -> int:
         """Bytes live on ``d`` when the caller keeps the source (as ``jax.device_put``'s caller
         does) and each phase runs as one program (its input and output live together):
         what :mod:`executor.crossmesh` allocates, against ``jax.device_put``'s source + target."""
@@ -386,6 +391,8 @@ class CrossPlan:
             pre = self.pre.peak_live_bytes + (s_a if pre_steps > 1 else 0)
         hold_a = (m_a if pre_steps else 0) if in_a else 0
         assembled = len(mine) > 1 or bool(self.transfer.mid_b.unreduced)  # a zero block, pieces written in
+        if not staged:  # pieces written straight into the receiver's block from the sender's buffer
+            assembled, send = False, 0
         xfer_b = 0 if d in shared else ((m_b + (max(mine, default=0) if assembled else 0)) if in_b else 0)
         xfer = held + hold_a + send + xfer_b
         post = 0
@@ -393,6 +400,20 @@ class CrossPlan:
             post = held + (self.post.peak_live_bytes + (m_b if post_steps > 1 else 0) if post_steps else
                            (0 if d in shared else s_b))
         return int(max(held + pre, xfer, post))
+
+    @cached_property
+    def live_bytes_in_place_max_device(self) -> int:
+        """:attr:`live_bytes_max_device` when every piece is written straight from its
+        sender's buffer into its receiver's block (nothing staged on either side: the
+        executor's ``inplace`` transfer)."""
+        ina, inb = set(self.src_mesh.device_ids), set(self.dst_mesh.device_ids)
+        s_a = self._shard(self.src, self.src_mesh)
+        s_b = self._shard(self.dst, self.dst_mesh)
+        m_a = self._shard(self.transfer.mid_a, self.src_mesh)
+        m_b = self._shard(self.transfer.mid_b, self.dst_mesh)
+        shared = self.transfer.shared_devices()
+        return max(self._live(d, d in ina, d in inb, s_a, m_a, m_b, s_b, shared, 0, [], staged=False)
+                   for d in self.devices)
 
     @property
     def staging_bytes(self) -> int:
@@ -576,7 +597,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     ``mid_b`` (``"broadcast"`` or ``"direct"``); by default both, each with ``mid_a``
     spread and not, are built (at most four candidates) and the one that wins
     :func:`_default_key` is returned (``objective="memory"``: the fewest bytes live on the
-    busiest device first, :func:`_memory_key`), or, with ``cost(crossplan) -> seconds``,
+    busiest device first, :func:`_memory_key`; ``"memory-inplace"``: the same with pieces
+    written in place, :func:`_memory_inplace_key`), or, with ``cost(crossplan) -> seconds``,
     the fastest. ``spread_source`` forces ``mid_a`` spread (True) or not (False).
     ``staging_cap_bytes`` refuses a plan that needs more staging."""
     from synth.planners import synthesize
@@ -588,8 +610,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     if src.shape != dst.shape:
         raise PlanError(f"plan_crossmesh: the target {dst} cannot be reached from the source {src}: their "
                         f"global shapes {src.shape} and {dst.shape} differ; a redistribution keeps the array")
-    if objective not in ("traffic", "memory"):
-        raise RedistributionError(f"plan_crossmesh: objective must be 'traffic' or 'memory', got {objective!r}")
+    if objective not in OBJECTIVES:
+        raise RedistributionError(f"plan_crossmesh: objective must be one of {list(OBJECTIVES)}, got {objective!r}")
     if mode is not None and mode not in MID_B_MODES:
         raise RedistributionError(f"plan_crossmesh: mode must be one of {list(MID_B_MODES)}, got {mode!r}")
     plain_b = ArrayType(dst.dims)
@@ -613,7 +635,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     if cost is not None:
         best = min(cands, key=lambda p: (cost(p), MID_B_MODES.index(p.mode)))
     else:
-        best = min(cands, key=_memory_key if objective == "memory" else _default_key)
+        best = min(cands, key={"memory": _memory_key, "memory-inplace": _memory_inplace_key}.get(objective,
+                                                                                             _default_key))
     if staging_cap_bytes is not None:
         need = best.staging_bytes
         if best.transfer.largest_piece_bytes > staging_cap_bytes or need > staging_cap_bytes:
@@ -635,6 +658,12 @@ def _default_key(p: CrossPlan):
 def _memory_key(p: CrossPlan):
     """The fewest bytes live on the busiest device (:meth:`CrossPlan._live`), then traffic."""
     return (p.live_bytes_max_device,) + _default_key(p)
+
+
+def _memory_inplace_key(p: CrossPlan):
+    """The fewest bytes live on the busiest device when pieces are written in place
+    (:attr:`CrossPlan.live_bytes_in_place_max_device`), then traffic."""
+    return (p.live_bytes_in_place_max_device,) + _default_key(p)
 
 
 # -- the receive bound -------------------------------------------------------------------------

@@ -42,6 +42,22 @@ def test_measured_memory_within_the_plans_own_accounting(one_process):
         assert r["buffer_bytes_max_device"] <= r["peak_bytes_max_device"], r["name"]
 
 
+def test_inplace_transfer_never_above_device_put(one_process):
+    # one process: the inplace transfer (pieces written straight into each receiver's block)
+    # is compared with jax.device_put, both counted as live device buffers per device; the
+    # portable p2p transfer of the same plan is checked element by element too
+    compared = 0
+    for r in one_process["cases"]:
+        assert r["transfer"] == "inplace" and r["p2p_correct"], r["name"]
+        assert r["host_staging_bytes"] == 0, r["name"]  # device_put adopted every assembled block
+        assert r["p2p_buffer_bytes_max_device"] <= r["p2p_model_live_bytes_max_device"], r["name"]
+        if r.get("device_put_peak_bytes_max_device") is None or "{U:" in r["src"]:
+            continue  # device_put refuses uneven dims, and cannot reduce pending sums
+        compared += 1
+        assert r["peak_bytes_max_device"] <= r["device_put_peak_bytes_max_device"], r
+    assert compared >= 14
+
+
 def test_device_put_baseline_checked(one_process):
     for r in one_process["cases"]:
         if r.get("device_put_correct") is None:  # jax.device_put refuses uneven shardings
@@ -57,7 +73,7 @@ def test_both_transfer_lowerings_agree_in_one_process():
 
     p = plan_crossmesh("x=2,y=2@0-3", "[48, 30{y}]{U:x}", "p=2,q=3@2-7", "[48{q}, 30]", objective="memory")
     x = (np.arange(48 * 30, dtype=np.float32).reshape(48, 30) % 17) - 8
-    for kind in ("p2p", "ppermute"):
+    for kind in ("inplace", "p2p", "ppermute"):
         r = run_crossmesh(p, x, transfer=kind, measure=False, baseline=False)
         assert r["correct"] and r["checked_shards"] == 6, (kind, r)
 
