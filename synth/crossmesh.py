@@ -542,6 +542,27 @@ class CrossPlan:
         return format_crossplan(self)
 
 
+def relabel(plan: CrossPlan, ids: dict) -> CrossPlan:
+    """``plan`` with every machine device ``d`` renamed ``ids[d]`` (a one-to-one map over
+    :attr:`CrossPlan.devices`): the same phases (they work on mesh positions) and the same
+    pieces, between the renamed devices. A plan is found once for arrays whose meshes differ
+    only by such a renaming (a pipeline stage's sub-mesh, shifted by whole nodes), and the
+    renaming is valid on a machine where it maps the topology onto itself.
+
+    Worked example: ``[8{a}]`` on ``a=4@0-3`` to ``[8{b}]`` on ``b=2@4-5`` renamed by
+    ``d -> d + 8`` is the plan from ``a=4@8-11`` to ``b=2@12-13``: device 12 receives
+    ``[0, 2)`` from device 8 and ``[2, 4)`` from device 9."""
+    from dataclasses import replace
+
+    def mesh(m: Mesh) -> Mesh:
+        return Mesh(m.axes, m.base, tuple(ids[d] for d in m.device_ids))
+
+    a, b = mesh(plan.src_mesh), mesh(plan.dst_mesh)
+    x = plan.transfer
+    pieces = tuple(replace(q, src=ids[q.src], dst=ids[q.dst]) for q in x.pieces)
+    return replace(plan, src_mesh=a, dst_mesh=b, transfer=replace(x, src_mesh=a, dst_mesh=b, pieces=pieces))
+
+
 def _mesh_dict(m: Mesh) -> dict:
     return {"axes": m.to_dict(), "devices": list(m.device_ids), "text": str(m)}
 
