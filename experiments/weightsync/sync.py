@@ -247,6 +247,20 @@ class SyncResult:
     notes: list = field(default_factory=list)
     planning_cpu_s: float = 0.0
 
+    def published_check(self) -> dict | None:
+        """The published method's own schedule, simulated, against its published figure: the
+        ratio to the figure (to the nearest end of a published range), whether it is within
+        30%, and the config's stated reason where it is not."""
+        pub = self.published
+        if not pub:
+            return None
+        sim = self.baselines[pub["method"]]["time_s"]
+        lo, hi = pub["time_s"], pub.get("time_s_high") or pub["time_s"]
+        near = min(max(sim, lo), hi)
+        ratio = sim / near
+        return {"method": pub["method"], "simulated_s": sim, "published_s": [lo, hi] if hi != lo else lo,
+                "ratio": ratio, "within_30pct": bool(0.7 <= ratio <= 1.3), "differs": pub.get("differs")}
+
     def to_dict(self) -> dict:
         return {"name": self.config.get("name"), "model": self.config.get("model"), "arrays": self.arrays,
                 "distinct_plans": self.distinct_plans, "buckets": self.buckets, "time_s": self.time_s,
@@ -254,7 +268,8 @@ class SyncResult:
                 "ratio_to_bound": self.time_s / self.lower_bound_s if self.lower_bound_s else None,
                 "peak_bytes_max_device": self.peak_bytes_max_device, "bound_bytes": self.bound_bytes,
                 "bound_holds": self.peak_bytes_max_device <= self.bound_bytes,
-                "baselines": self.baselines, "published": self.published, "planning_s": self.planning_s,
+                "baselines": self.baselines, "published": self.published,
+                "published_check": self.published_check(), "planning_s": self.planning_s,
                 "planning_cpu_s": self.planning_cpu_s,
                 "total_bytes": self.total_bytes, "notes": self.notes}
 
@@ -511,4 +526,9 @@ def format_result(r: SyncResult) -> str:
     pub = d.get("published")
     if pub:
         lines.append(f"  {'published.time_s':27s}{pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
+        c = d["published_check"]
+        lines.append(f"  published method simulated: {c['simulated_s']:.3f} s = {c['ratio']:.2f} x the published figure "
+                     f"({'within' if c['within_30pct'] else 'NOT within'} 30%)")
+        if not c["within_30pct"]:
+            lines.append(f"  why it differs: {c['differs'] or '(the config gives no reason)'}")
     return "\n".join(lines)
