@@ -29,7 +29,8 @@ rules of every typed step and of the transfer):
 * every device holds at most ``max(its source shard, its target shard) + staging_bytes``
   at any time; ``staging_bytes`` is what the plan states (the largest piece a device
   receives from another device, plus, on a device in both meshes, the shard of the other
-  phase it holds during the transfer); a ``staging_cap`` below it is a user error.
+  phase it holds during the transfer); under a ``staging_cap`` the pieces are cut into
+  chunks that fit it, and a cap no chunking can meet is a user error.
 
 Worked example: ``[8{a}]`` on ``a=4@0-3`` to ``[8{b}]`` on ``b=2@4-5``. ``mid_a`` is the
 source (nothing replicated), ``mid_b`` the target. Device 4 holds ``[0, 4)``: it receives
@@ -281,6 +282,60 @@ def plan_transfer(src_mesh: Mesh, mid_a: ArrayType, dst_mesh: Mesh, mid_b: Array
             heapq.heappush(heap, (load + nb, h))
     pieces.sort(key=lambda p: (p.dst, p.start, p.src))
     return Transfer(src_mesh, dst_mesh, mid_a, mid_b, itemsize, tuple(pieces))
+
+
+#: The most pieces a chunked transfer may have (:func:`chunk_transfer`); a staging cap that
+#: needs more is refused (raise the cap).
+MAX_CHUNKS = 200_000
+
+
+def split_piece(p: Piece, cap_bytes: int, itemsize: int) -> list[Piece]:
+    """``p`` cut into chunks of at most ``cap_bytes`` each, in row-major order of the box, so
+    each chunk is contiguous in it: the outermost dims are taken one index at a time until a
+    slab of one index along the next dim fits, and that dim is cut into runs of as many
+    indices as fit. The smallest chunk is one element (``itemsize`` bytes).
+
+    Worked example: a ``[4, 6]`` box of 4-byte elements (96 bytes) under a 40-byte cap: a
+    row is 24 bytes, so one row per chunk along dim 0 -> 4 chunks of ``[1, 6]``; under a
+    48-byte cap, 2 rows per chunk -> 2 chunks of ``[2, 6]``; under a 20-byte cap, single rows
+    are cut into runs of 5 elements -> 8 chunks (``[1, 5]`` and ``[1, 1]`` per row)."""
+    if p.nbytes <= cap_bytes:
+        return [p]
+    if cap_bytes < itemsize:
+        raise StagingError(f"plan_crossmesh: the staging cap of {cap_bytes} bytes is below one element "
+                           f"({itemsize} bytes), the smallest piece a transfer can send; raise the cap")
+    ext = [b - a for a, b in zip(p.start, p.stop)]
+    rank = len(ext)
+    k = 0
+    while k < rank and math.prod(ext[k + 1:]) * itemsize > cap_bytes:
+        k += 1
+    k = min(k, rank - 1)
+    slab = math.prod(ext[k + 1:]) * itemsize  # one index along dim k
+    run = max(1, cap_bytes // slab)
+    out = []
+    for outer in np.ndindex(*ext[:k]) if k else [()]:
+        for lo in range(0, ext[k], run):
+            hi = min(ext[k], lo + run)
+            start = tuple(p.start[i] + outer[i] for i in range(k)) + (p.start[k] + lo,) + p.start[k + 1:]
+            stop = tuple(p.start[i] + outer[i] + 1 for i in range(k)) + (p.start[k] + hi,) + p.stop[k + 1:]
+            out.append(Piece(p.dst, p.src, start, stop, (hi - lo) * slab))
+    return out
+
+
+def chunk_transfer(x: Transfer, cap_bytes: int) -> Transfer:
+    """``x`` with every remote piece above ``cap_bytes`` cut into chunks that fit
+    (:func:`split_piece`); local copies stage nothing and stay whole."""
+    from dataclasses import replace
+
+    if x.largest_piece_bytes <= cap_bytes:
+        return x
+    out = []
+    for p in x.pieces:
+        out.extend([p] if p.local else split_piece(p, cap_bytes, x.itemsize))
+        if len(out) > MAX_CHUNKS:
+            raise StagingError(f"plan_crossmesh: a staging cap of {cap_bytes} bytes cuts the transfer into more "
+                               f"than {MAX_CHUNKS:,} chunks; raise the cap")
+    return replace(x, pieces=tuple(out))
 
 
 # -- the intermediate types --------------------------------------------------------------------
@@ -621,7 +676,9 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     busiest device first, :func:`_memory_key`; ``"memory-inplace"``: the same with pieces
     written in place, :func:`_memory_inplace_key`), or, with ``cost(crossplan) -> seconds``,
     the fastest. ``spread_source`` forces ``mid_a`` spread (True) or not (False).
-    ``staging_cap_bytes`` refuses a plan that needs more staging."""
+    ``staging_cap_bytes`` cuts every remote piece above it into chunks that fit
+    (:func:`chunk_transfer`) and refuses a cap below one element, or below what a device
+    in both meshes holds of the other phase (which no chunking reduces)."""
     from synth.planners import synthesize
 
     A, B = Mesh.of(src_mesh), Mesh.of(dst_mesh)
@@ -637,6 +694,7 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
         raise RedistributionError(f"plan_crossmesh: mode must be one of {list(MID_B_MODES)}, got {mode!r}")
     plain_b = ArrayType(dst.dims)
     cands = []
+    refused: list[StagingError] = []
     seen = set()
     for spread_a in ((True, False) if spread_source is None else (bool(spread_source),)):
         mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
@@ -652,7 +710,17 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
             seen.add((mid_a, mid_b))
             post = synthesize(B.local(), mid_b, dst, planner=planner, itemsize=itemsize)
             xfer = plan_transfer(A, mid_a, B, mid_b, itemsize)
+            if staging_cap_bytes is not None:
+                try:
+                    xfer = chunk_transfer(xfer, staging_cap_bytes)
+                except StagingError as e:  # this candidate cannot meet the cap; another may
+                    refused.append(e)
+                    continue
             cands.append(CrossPlan(A, B, src, dst, itemsize, pre, xfer, post, m))
+    if not cands:
+        raise refused[0]
+    if staging_cap_bytes is not None:  # candidates within the cap first (a shared device's other shard counts)
+        cands = [c for c in cands if c.staging_bytes <= staging_cap_bytes] or cands
     if cost is not None:
         best = min(cands, key=lambda p: (cost(p), MID_B_MODES.index(p.mode)))
     else:
@@ -660,11 +728,12 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
                                                                                              _default_key))
     if staging_cap_bytes is not None:
         need = best.staging_bytes
-        if best.transfer.largest_piece_bytes > staging_cap_bytes or need > staging_cap_bytes:
+        if need > staging_cap_bytes:  # pieces fit the cap by now: the rest is the other phase's shard
             raise StagingError(
                 f"plan_crossmesh: the staging cap of {staging_cap_bytes} bytes is below what the transfer needs "
-                f"({need} bytes; largest piece {best.transfer.largest_piece_bytes} bytes) for {src} on {A} -> {dst} "
-                f"on {B}; raise the cap to at least {need}")
+                f"({need} bytes: chunks of at most {best.transfer.largest_piece_bytes} bytes, plus, on a device in "
+                f"both meshes, the shard of the other phase it holds) for {src} on {A} -> {dst} on {B}; raise the "
+                f"cap to at least {need}")
     return best
 
 
