@@ -151,14 +151,20 @@ def _aligned_zeros(shape, dtype, align: int = 64):
     return raw[off:off + n].view(dtype).reshape(shape)
 
 
-def _place(buf, piece, offsets):
-    """``buf`` with ``piece`` written at ``offsets``, in place (``buf`` is donated)."""
+def _place(buf, piece, offsets, add: bool = False):
+    """``buf`` with ``piece`` written (``add``: added) at ``offsets``, in place (``buf`` is donated)."""
     global _PLACE
     import jax
 
     if _PLACE is None:
-        _PLACE = jax.jit(lambda b, p, *o: jax.lax.dynamic_update_slice(b, p, o), donate_argnums=0)
-    return _PLACE(buf, piece, *[np.int32(o) for o in offsets])
+        def write(b, p, *o):
+            return jax.lax.dynamic_update_slice(b, p, o)
+
+        def add_in(b, p, *o):
+            return jax.lax.dynamic_update_slice(b, jax.lax.dynamic_slice(b, o, p.shape) + p, o)
+
+        _PLACE = (jax.jit(write, donate_argnums=0), jax.jit(add_in, donate_argnums=0))
+    return _PLACE[1 if add else 0](buf, piece, *[np.int32(o) for o in offsets])
 
 
 @dataclass
@@ -200,6 +206,8 @@ class CrossProgram:
         self.pos_b = {d: i for i, d in enumerate(plan.dst_mesh.device_ids)}
         self.local_b = tuple(x.mid_b.local_shape(B))
         self.lead = (1,) if x.mid_b.unreduced else ()
+        self.lead_a = (0,) if x.mid_a.unreduced else ()  # index of the part in a block with pending sums
+        self.sums = x.sums
         self.shared = x.shared_devices()
         by: dict[int, list] = {}
         for p in x.pieces:
@@ -228,10 +236,10 @@ class CrossProgram:
         i = self.pos_a[p.src]
         sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, self.sa[i]))
         blk = blocks_a[p.src]
-        if tuple(b - a for a, b in zip(p.start, p.stop)) == tuple(blk.shape) and all(
+        if not self.lead_a and tuple(b - a for a, b in zip(p.start, p.stop)) == tuple(blk.shape) and all(
                 a == o for a, o in zip(p.start, self.sa[i])):
             return blk
-        return blk[sl]
+        return blk[self.lead_a + sl]
 
     def _offsets(self, p):
         j = self.pos_b[p.dst]
@@ -240,7 +248,7 @@ class CrossProgram:
     def _whole(self, p) -> bool:
         """``p`` is the receiver's whole block (nothing else, no padding, nothing pending)."""
         j = self.pos_b[p.dst]
-        return not self.lead and tuple(p.start) == tuple(int(v) for v in self.sb[j]) and \
+        return not self.lead and not self.sums and tuple(p.start) == tuple(int(v) for v in self.sb[j]) and \
             tuple(b - a for a, b in zip(p.start, p.stop)) == self.local_b
 
     def _transfer_p2p(self, blocks_a, dtype, track):
@@ -262,7 +270,7 @@ class CrossProgram:
                 if self.lead:
                     piece = piece[None]
                 track.sample()
-                buf = _place(buf, piece, self._offsets(p))
+                buf = _place(buf, piece, self._offsets(p), self.sums)
                 del piece
             bufs[d] = buf
         return bufs
@@ -294,10 +302,12 @@ class CrossProgram:
                 src_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, self.sa[i]))
                 dst_sl = tuple(slice(o, o + (b - a)) for a, b, o in
                                zip(p.start, p.stop, self._offsets(p)[len(self.lead):]))
-                if self.lead:
-                    block[0][dst_sl] = views[p.src][src_sl]
+                got = views[p.src][self.lead_a + src_sl]
+                into = block[0] if self.lead else block
+                if self.sums:
+                    into[dst_sl] += got
                 else:
-                    block[dst_sl] = views[p.src][src_sl]
+                    into[dst_sl] = got
             track.sample({dev.id: int(block.nbytes)})
             buf = jax.device_put(block, dev)
             buf.block_until_ready()
@@ -364,7 +374,7 @@ class CrossProgram:
                 for p in self.by_dst.get(d, []):
                     if p.local:
                         piece = self._cut(blocks_a, p)
-                        bufs[d] = _place(bufs[d], piece[None] if self.lead else piece, self._offsets(p))
+                        bufs[d] = _place(bufs[d], piece[None] if self.lead else piece, self._offsets(p), self.sums)
         P = self.piece_shape
         sharding = NamedSharding(self.umesh, PartitionSpec("xm"))
         udevs = list(self.umesh.devices.flat)
@@ -391,7 +401,8 @@ class CrossProgram:
                 if p.dst in got:
                     ext = tuple(slice(0, b - a) for a, b in zip(p.start, p.stop))
                     piece = got[p.dst][(0,) + ext]
-                    bufs[p.dst] = _place(bufs[p.dst], piece[None] if self.lead else piece, self._offsets(p))
+                    bufs[p.dst] = _place(bufs[p.dst], piece[None] if self.lead else piece, self._offsets(p),
+                                         self.sums)
             del arr, out, got, locals_
         return bufs
 

@@ -106,6 +106,12 @@ class Transfer:
     def remote(self) -> tuple[Piece, ...]:
         return tuple(p for p in self.pieces if not p.local)
 
+    @property
+    def sums(self) -> bool:
+        """``mid_a`` still has pending sums: each receiver gets one piece per partial value
+        and adds them up into its block (a reduction on the way, no collective on A)."""
+        return bool(self.mid_a.unreduced)
+
     def recv_bytes(self) -> dict[int, int]:
         out: dict[int, int] = {}
         for p in self.remote:
@@ -122,7 +128,7 @@ class Transfer:
         """Devices whose ``mid_b`` block is exactly their own ``mid_a`` block (one local
         piece covering both, same local shape): the buffer is reused, not copied."""
         if self.mid_a.local_shape(self.src_mesh.local()) != self.mid_b.local_shape(self.dst_mesh.local()) \
-                or self.mid_b.unreduced:
+                or self.mid_b.unreduced or self.mid_a.unreduced:
             return set()
         A, B = self.src_mesh.local(), self.dst_mesh.local()
         sa, ea = self.mid_a.regions(A)
@@ -172,6 +178,10 @@ class Transfer:
         local = self.mid_b.local_shape(B)
         dt = blocks_a[0].dtype
         out = [np.full(local, pad, dtype=dt) for _ in range(B.size)]
+        if self.sums:  # the parts are added into a zero block
+            for j in range(B.size):
+                _, eb = self.mid_b.regions(B)
+                out[j][tuple(slice(0, int(b - a)) for a, b in zip(sb[j], eb[j]))] = 0
         if self.mid_b.unreduced:  # members hold zeros outside the part they receive
             _, eb = self.mid_b.regions(B)
             for j in range(B.size):
@@ -184,23 +194,39 @@ class Transfer:
                                        f"it is to send to device {p.dst}")
             src_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, sa[i]))
             dst_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, sb[j]))
-            out[j][dst_sl] = blocks_a[i][src_sl]
+            if self.sums:
+                out[j][dst_sl] += blocks_a[i][src_sl]
+            else:
+                out[j][dst_sl] = blocks_a[i][src_sl]
         return out
 
 
+def _parts(t: ArrayType, mesh: Mesh) -> np.ndarray:
+    """Per position, which partial value of its block it holds: its index in its group over
+    ``t``'s unreduced axes (all 0 without pending sums)."""
+    part = np.zeros(mesh.size, dtype=np.int64)
+    if t.unreduced:
+        from synth.collectives import groups_of
+
+        for g in groups_of(mesh, t.unreduced):
+            part[list(g)] = np.arange(len(g))
+    return part
+
+
 def _boxes(t: ArrayType, mesh: Mesh):
-    """Distinct (start, stop) boxes of ``t`` with real data, and the positions holding each."""
+    """Distinct (start, stop) boxes of ``t`` with real data, and the positions holding each
+    (with pending sums, one entry per partial value of a box: its holders hold that part)."""
     s, e = t.regions(mesh)
-    key = np.concatenate([s, e], axis=1)
+    key = np.concatenate([s, e, _parts(t, mesh)[:, None]], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     holders = [[] for _ in range(len(uniq))]
     for pos, k in enumerate(inv):
         holders[k].append(pos)
     r = t.rank
-    vol = np.clip(uniq[:, r:] - uniq[:, :r], 0, None).prod(axis=1)
+    vol = np.clip(uniq[:, r:2 * r] - uniq[:, :r], 0, None).prod(axis=1)
     keep = vol > 0
-    return uniq[keep, :r], uniq[keep, r:], [h for h, k in zip(holders, keep) if k]
+    return uniq[keep, :r], uniq[keep, r:2 * r], [h for h, k in zip(holders, keep) if k]
 
 
 def _slab(b0, b1, k: int, n: int):
@@ -696,8 +722,14 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     cands = []
     refused: list[StagingError] = []
     seen = set()
-    for spread_a in ((True, False) if spread_source is None else (bool(spread_source),)):
-        mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
+    spreads: tuple = (True, False) if spread_source is None else (bool(spread_source),)
+    if src.unreduced and spread_source is None and objective == "memory-inplace":
+        spreads += ("sum",)  # keep the pending sums: receivers add the parts (no collective on A)
+    for spread_a in spreads:
+        if spread_a == "sum":
+            mid_a = src
+        else:
+            mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
         pre = synthesize(A.local(), src, mid_a, planner=planner, itemsize=itemsize)
         mid_a = pre.work_types[-1].canonical(A.local())
         for m in ((mode,) if mode else MID_B_MODES):
