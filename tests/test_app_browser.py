@@ -155,7 +155,7 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
 
     shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
-    query = urlencode(SHARED)
+    query = urlencode(dict(SHARED, plan_view="Layout"))  # the link opens the Layout tab
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -166,7 +166,7 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
             expect(page.get_by_text("Page not found")).to_have_count(0)
             expect(page.get_by_role("textbox", name="Mesh axes")).to_have_value("x=2,y=4")
             # the layout pictures: source and target, with the devices of each block
-            main.get_by_role("heading", name="Layout").scroll_into_view_if_needed()
+            expect(main.get_by_role("tab", name="Layout", selected=True)).to_be_visible(timeout=30_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(shots / "plan_layout_view.png"))
             expect(main.get_by_text("source [16{y}, 32{x}]")).to_be_visible(timeout=30_000)
@@ -243,6 +243,7 @@ def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_p
             expect(main.get_by_text("Within the bound: the largest shard per device")).to_be_visible(timeout=60_000)
             expect(main.get_by_text("Received bytes:").first).to_be_visible()
             expect(main.get_by_text("Per-device memory along the plan")).to_be_visible(timeout=30_000)
+            main.get_by_role("tab", name="Layout").click()  # the layout pictures: one click away
             summary = main.get_by_text("Summary of a grid too big to draw legibly").first
             summary.scroll_into_view_if_needed()
             expect(summary).to_be_visible(timeout=30_000)

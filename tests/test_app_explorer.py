@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import synth  # noqa: E402
 from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
 from ui import compute, figures, jobs, machines, runs, scenario, work  # noqa: E402
-from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
+from ui.fmt import byte_unit, fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
 
 APP = str(ROOT / "app.py")
 SMALL_MESH, SMALL_SRC, SMALL_DST = "x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]"
@@ -277,11 +277,27 @@ def test_layout_shows_replication_padding_and_pending_sums():
 def test_plan_page_draws_source_target_and_each_step():
     at = _app(**SMALLN)
     _ok(at)
+    # the pictures sit in tabs, only the open one drawn: the memory chart first
+    assert [t.label for t in at.tabs] == ["Memory per step", "Layout", "Received bytes"]
     keys = [c.proto.id for c in at.get("plotly_chart")]
-    assert keys  # the charts are there
+    assert len(keys) == 1 and keys[0].endswith("plan_memory_chart")
+    assert not at.select_slider  # the Layout tab is closed: its step slider is not drawn
+    at.session_state["plan_view"] = "Received bytes"
+    at.run()
+    _ok(at)
+    recv = at.get("plotly_chart")
+    assert [c.proto.id.endswith("plan_recv_heatmap") for c in recv] == [True]
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    r = plan.recv_bytes_per_device_per_step  # row per communicating step, column per device
+    div, _unit = byte_unit(float(r.max()))
+    z = np.array(json.loads(recv[0].proto.spec)["data"][0]["z"])
+    assert z.shape == r.shape and np.allclose(z * div, r)
+    at.session_state["plan_view"] = "Layout"
+    at.run()
+    _ok(at)
+    assert at.query_params["plan_view"] in ("Layout", ["Layout"])  # the open tab is in the link
     labels = [s.label for s in at.select_slider]
     assert "Step" in labels
-    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
     step = at.select_slider(key="layout_step")
     assert len(step.options) == len(plan.steps) + 1
     step.set_value(step.options[-1]).run()

@@ -133,6 +133,9 @@ def test_layout_summary_tiles_hold_the_blocks_the_devices_hold(mesh, t):
 
 def test_plan_page_switches_to_the_summary_and_back():
     at = _app(dst="[8192, 32768{data,model}]")
+    assert not any(c.value.startswith("Summary of a grid") for c in at.caption)  # Layout tab closed
+    at.session_state["plan_view"] = "Layout"
+    at.run()
     cap = [c.value for c in at.caption if c.value.startswith("Summary of a grid")]
     assert cap and "dim 1: 32768 in 64 blocks of 512 (data=16,model=4)" in cap[0]
     meta = {c.proto.id: json.loads(c.proto.spec)["layout"].get("meta") for c in at.get("plotly_chart")}
