@@ -704,3 +704,26 @@ def test_compare_simulates_the_strategies_the_simulator_accepts(monkeypatch):
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["easy"]
     assert all(name.split(":")[0] not in list(table["strategy"]) for name in warned)
+
+
+def test_warm_up_thread_starts_after_pandas_is_imported():
+    """The warm-up thread builds plotly figures, and plotly reads ``sys.modules["pandas"]``
+    without importing it: if the page's script thread were half-way through ``import
+    pandas`` then, plotly would get the partial module ("partially initialized module
+    'pandas' ... circular import"). So the thread starts only once pandas is imported,
+    even after a page that stopped at an error before any table. A fresh interpreter,
+    since this process has pandas already."""
+    code = (
+        "import sys, threading, logging\n"
+        "logging.disable(logging.WARNING)\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        f"at = AppTest.from_file({APP!r}, default_timeout=300)\n"
+        "at.session_state['mesh'] = 'data=3'\n"
+        "at.run()\n"
+        "warm = [t for t in threading.enumerate() if t.name == 'app-warm-up']\n"
+        "print(len(at.error), 'pandas' in sys.modules, len(warm))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # one error shown (the mesh), pandas imported, and the warm-up thread started
+    assert out.stdout.split()[-3:] == ["1", "True", "1"], out.stdout + out.stderr[-2000:]
