@@ -172,13 +172,33 @@ def test_aggregated_link_load_shows_each_lines_hottest_link():
 
 
 # -- Sweeps on a fresh clone ----------------------------------------------------------------
+SWEEP_VIEWS = ("Time over the lower bound", "Largest shard", "Peak live", "What if")
+
+
+def sweep_charts(at) -> dict:
+    """Every chart of the Sweeps page, title -> spec: one tab at a time (only the open tab
+    is drawn, so each run shows at most one chart)."""
+    assert [t.label for t in at.tabs] == list(SWEEP_VIEWS)
+    out = {}
+    for view in SWEEP_VIEWS:
+        at.session_state["sweeps_view"] = view
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        charts = at.get("plotly_chart")
+        assert len(charts) <= 1, [_title(c) for c in charts]
+        out.update({_title(c): json.loads(c.proto.spec) for c in charts})
+    at.session_state["sweeps_view"] = SWEEP_VIEWS[0]
+    at.run()
+    return out
+
+
 def test_sweeps_fresh_clone_shows_the_bundled_example_with_honest_charts():
     at = _app("ui/pages/sweeps.py")
     assert not at.error
     assert any("Bundled example, not your results" in w.value for w in at.warning)
     rows = [json.loads(line) for line in (files.EXAMPLE_DIR / "rows.jsonl").read_text().splitlines() if line]
     assert {m.label: m.value for m in at.metric}["rows"] == str(len(rows))
-    charts = {_title(c): json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    charts = sweep_charts(at)
     time_chart = charts["Simulated time over its lower bound (baseline knobs)"]
     points = [tr for tr in time_chart["data"] if tr["mode"] == "markers"]
     ys = [y for tr in points for y in tr["y"]]
