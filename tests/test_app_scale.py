@@ -101,6 +101,26 @@ def test_claims_follow_the_plan_and_its_search():
     assert fmt_bytes(auto.peak_live_bytes) in live and fmt_bytes(2 * auto.bound_bytes) in live
 
 
+def test_a_plan_cut_by_the_work_budget_states_its_bound_and_gap():
+    """auto with a small work budget on the machine's cost: 'best found within the work
+    budget', and the Plan page says so with the proven lower bound and the gap."""
+    import models
+    from models.plan_cost import machine_cost
+
+    mesh, src, dst = "data=16,model=4", "[64{data}, 128{model}]", "[64{model}, 128{data}]"
+    m = models.load_profile("tpu-v4:4x4x4")
+    plan = synth.synthesize(mesh, src, dst, planner="auto", itemsize=2, budget_moves=16,
+                            cost=machine_cost(m, synth.Mesh.parse(mesh)))
+    check_moves_exactly(plan)
+    s = plan.search
+    assert s["status"] == "best found within the work budget" and not s["optimal"]
+    opt = [x for t, _lvl, x in plans.plan_claims(plan, fmt_bytes, fmt_seconds) if t == "optimality"]
+    assert opt == [f"Best found within the search's work budget: {fmt_seconds(s['time_s'])} under the "
+                   f"{s['cost_model']}; proven lower bound {fmt_seconds(s['lower_bound_s'])}, gap "
+                   f"{fmt_seconds(s['gap_s'])} ({100 * s['gap_s'] / s['time_s']:.3g} % of its time). "
+                   "A longer budget may find a cheaper plan."]
+
+
 # -- layout summaries -----------------------------------------------------------------------
 @pytest.mark.parametrize("mesh,t", [("data=16,model=4", "[8, 256{data,model}]"),
                                     ("data=512,model=8", "[512{data}, 16{model}]"),

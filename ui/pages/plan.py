@@ -151,17 +151,18 @@ def main():
     if cap is not None:
         head = cap - plan.peak_live_bytes
         c[3].metric("HBM headroom", fmt_bytes(abs(head)) + ("" if head >= 0 else " short"),
-                    delta=f"{_pct(plan.peak_live_bytes, cap)} of {fmt_bytes(cap)} used",
+                    delta=f"{_pct(plan.peak_live_bytes, cap)} used",
                     delta_color="off" if head >= 0 else "inverse",
-                    help="Device memory capacity (the profile's hbm_capacity_bytes) minus the plan's "
-                         "peak live bytes. Other buffers of the program are not counted.")
+                    help=f"Device memory capacity ({fmt_bytes(cap)}, the profile's hbm_capacity_bytes) minus "
+                         "the plan's peak live bytes; the delta is the share of the capacity the peak uses. "
+                         "Other buffers of the program are not counted.")
     else:
         c[3].metric("HBM headroom", "-", help="Needs the models package for the capacity.")
     c[4].metric("received per device", fmt_bytes(plan.recv_bytes_max_device),
                 help=f"Lower bound: {fmt_bytes(plan.recv_lower_bound_bytes)} (the part of its "
                      "target block a device does not already hold).")
-    c[5].metric("easy plan's largest shard", fmt_bytes(easy.max_shard_bytes),
-                help="Gather everything, then slice.")
+    c[5].metric("easy plan's shard", fmt_bytes(easy.max_shard_bytes),
+                help="The easy plan's largest shard per device: gather everything, then slice.")
 
     _claims(plan)
 
