@@ -331,7 +331,6 @@ class _ReduceScatter:
 
     @staticmethod
     def emit(block, step: Step):
-        import jax.numpy as jnp
         from jax import lax
 
         c = step.op
@@ -342,14 +341,12 @@ class _ReduceScatter:
             # An uneven whole dim (e.g. 50257 rows over 8: blocks of 6283, 7 rows of padding).
             # Padding it for psum_scatter copies the whole partial, which a TPU allocates as
             # temp (vocab-50257-embedding-grad-8: 392.69 MiB against XLA's 196.34 MiB). So,
-            # as XLA does: all-reduce in place, then keep this device's block. The last
-            # block is shorter than ``fine``; its window is taken ``fine`` rows back from the
-            # end and rolled so that its own rows come first (the rest is padding).
-            full = lax.psum(block, jax_axes(c.axis))
-            idx = _group_index(step.mesh, c.axis)
-            start = jnp.minimum(idx * fine, have - fine)
-            w = lax.dynamic_slice_in_dim(full, start, fine, axis=c.dim)
-            return jnp.roll(w, start - idx * fine, axis=c.dim)
+            # as XLA does: all-reduce in place, then keep this device's block: a slice of the
+            # sum padded to whole blocks, which the compiler fuses into one loop that reads
+            # the sum (the pad is never materialised; a window and a roll of it cost 3 more
+            # copies on TPU).
+            full = _pad_to(lax.psum(block, jax_axes(c.axis)), c.dim, n * fine)
+            return lax.dynamic_slice_in_dim(full, _group_index(step.mesh, c.axis) * fine, fine, axis=c.dim)
         # Scattered along its own dim, as XLA writes its own reduce-scatter: a TPU compiles
         # it in place (bringing the pieces to the front first made it an all-reduce there).
         return lax.psum_scatter(block, jax_axes(c.axis), scatter_dimension=c.dim, tiled=True)
@@ -361,11 +358,13 @@ class _ReduceScatter:
         fine = step.t_out.local_shape(step.mesh)[c.dim]
         li = step.t_in.local_shape(step.mesh)
         if li[c.dim] < n * fine:  # uneven whole dim: all-reduce in place, keep own block (see emit)
-            return [f"full = lax.psum(block, {jax_axes(c.axis)!r})  # uneven dim: no padded copy",
-                    f"idx = {_group_index_src(step.mesh, c.axis)}",
-                    f"start = jnp.minimum(idx * {fine}, {li[c.dim] - fine})",
-                    f"block = lax.dynamic_slice_in_dim(full, start, {fine}, axis={c.dim})",
-                    f"block = jnp.roll(block, start - idx * {fine}, axis={c.dim})  # own rows first"]
+            pad = ["(0, 0)"] * (c.dim + 1)
+            pad[c.dim] = f"(0, {n * fine - li[c.dim]})"
+            return [f"full = lax.psum(block, {jax_axes(c.axis)!r})  # uneven dim: all-reduce in place",
+                    f"full = jnp.pad(full, [{', '.join(pad)}] + [(0, 0)] * (full.ndim - {c.dim + 1}))"
+                    "  # fused into the slice: never materialised",
+                    f"block = lax.dynamic_slice_in_dim(full, ({_group_index_src(step.mesh, c.axis)}) * {fine}, "
+                    f"{fine}, axis={c.dim})"]
         return [f"block = lax.psum_scatter(block, {jax_axes(c.axis)!r}, "
                 f"scatter_dimension={c.dim}, tiled=True)"]
 
