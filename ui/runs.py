@@ -46,6 +46,15 @@ def warm_up():
     asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
     import threading
 
+    # Import pandas and pyarrow here, in the script thread, before the warm-up thread
+    # builds its plotly figures: plotly asks ``sys.modules.get("pandas")`` (without
+    # importing), and while another thread is half-way through ``import pandas`` it gets
+    # the partially initialised module and fails with "partially initialized module
+    # 'pandas' has no attribute ... (most likely due to a circular import)". The pages
+    # import both anyway (tables), so this costs nothing after the first page.
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+
     from ui import jobs, work
 
     def run():
@@ -53,7 +62,12 @@ def warm_up():
             jobs.prestart()   # the fork server of the job workers, warmed up too
         except Exception:  # noqa: BLE001 - jobs start it themselves then
             pass
-        work.warm()
+        try:
+            work.warm()
+        except Exception as e:  # noqa: BLE001 - a cold first simulation is only slower
+            import logging
+
+            logging.getLogger(__name__).warning("app warm-up skipped: %s: %s", type(e).__name__, e)
 
     t = threading.Thread(target=run, name="app-warm-up", daemon=True)
     t.start()
