@@ -438,8 +438,12 @@ class Space:
                 return idx * (n // k), n // k
 
             s0, ls = block(axes)
-            t0, lt = block(self.T[0][i])
-            v = self._ov[key] = np.clip(np.minimum(s0 + ls, t0 + lt) - np.maximum(s0, t0), 0, None)
+            tb = self._ov.get(("tblock", i))
+            if tb is None:  # the target's blocks along dim i: once per dim
+                t0, lt = block(self.T[0][i])
+                tb = self._ov[("tblock", i)] = (t0, t0 + lt)
+            t0, t1 = tb
+            v = self._ov[key] = np.maximum(np.minimum(s0 + ls, t1) - np.maximum(s0, t0), 0)
         return v
 
     def _overlap(self, i, axes):
