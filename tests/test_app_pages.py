@@ -90,8 +90,17 @@ def test_simulate_default_matches_the_simulator():
     assert m["simulated time"] == fmt_seconds(res.time_s)
     assert m["lower bound"] == fmt_seconds(res.lower_bound_s)
     assert m["peak memory (max device)"] == fmt_bytes(res.peak_bytes_max_device)
-    keys = {c.proto.id for c in at.get("plotly_chart")}
-    assert len(keys) == 3
+    # the pictures sit in tabs, only the open one drawn: timeline, link load, memory over time
+    assert [t.label for t in at.tabs] == ["Timeline", "Link load", "Memory over time"]
+    drawn = []
+    for view, key in (("Timeline", "sim_timeline"), ("Link load", "sim_topology"), ("Memory over time", "sim_memory")):
+        at.session_state["sim_view"] = view
+        at.run()
+        _ok(at)
+        charts = at.get("plotly_chart")
+        assert len(charts) == 1 and charts[0].proto.id.endswith(key), [c.proto.id for c in charts]
+        drawn.append(json.loads(charts[0].proto.spec))
+    assert drawn[1]["layout"]["title"]["text"].startswith("Link load on tpu-v4:4x4x4")
     ops = at.dataframe[0].value
     assert list(ops["kind"]) == [o["kind"] for o in res.ops]
 
@@ -196,6 +205,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
                               plan=plan if strategy == "ours" else None, dtype="bfloat16")
         assert rows[name]["collectives"] == sum(1 for o in s.ops if not o.is_local), name
         assert rows[name]["compiled temp"] == fmt_bytes(s.meta["temp_bytes"]), name
+        assert rows[name]["compiled peak"] == fmt_bytes(s.meta["compiled_peak_bytes"]), name
         assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
     for name in ("ours (compiled)", "shardy r2c"):
         assert rows[name]["full rematerialization"] == "-"
@@ -210,6 +220,9 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
     assert bool(remat) == bool(xs.meta["full_remat"])
     if remat:  # names the op and the growth to the whole array
         assert "the whole array" in remat[0] and "grows each device's buffer" in remat[0]
+        # where the compiled program keeps it: its temp and the compiler's peak, against ours
+        assert f"a peak of {fmt_bytes(xs.meta['compiled_peak_bytes'])} per device" in remat[0]
+        assert f"Ours: a peak of {rows['ours (compiled)']['compiled peak']} per device" in remat[0]
     assert rows["xla shardy"]["full rematerialization"] == ("YES" if xs.meta["full_remat"] else "no")
     # the shared link carries XLA's rows into a new session
     assert at.query_params["cmp_xla"] in ("1", ["1"])
@@ -320,8 +333,9 @@ def test_sweeps_browse_filter_and_report(results):
     assert m["rows"] == str(len(rows))
     assert m["ok"] == str(sum(r["status"] == "ok" for r in rows))
     assert m["cases"] == str(len({r["case"] for r in rows}))
-    charts = {json.loads(c.proto.spec)["layout"]["title"]["text"].split("<br>")[0]
-              for c in at.get("plotly_chart")}
+    from tests.test_app_scale import sweep_charts
+
+    charts = set(sweep_charts(at))
     assert charts == {"Simulated time over its lower bound (baseline knobs)",
                       "Largest shard per device over max(src, dst) (baseline knobs)",
                       "Peak live bytes (input + output of a step) over max(src, dst)",

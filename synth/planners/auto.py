@@ -39,6 +39,7 @@ from synth.planners.cost import (
     check_budget,
     check_budget_moves,
     cost_name,
+    lower_bound_need,
     lower_bound_s,
     schedule_cost,
 )
@@ -69,6 +70,7 @@ class _State:
         self.cap = None          # the memory cap of the search (elements)
         self.proven = None       # the move set over which st.found is proven optimal
         self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
+        self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
 
 
 def _normal_incumbent(mesh, src, dst, itemsize, cost, bound_elems):
@@ -248,7 +250,9 @@ def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
                 j = mid
             else:
                 i = mid + 1
-    if best.cost[2] >= 1:
+    if best.cost[2] == 1 and best.cost[1] <= st.need_bytes and not sp.local_reach(sp.S0):
+        pass  # every plan has a collective and receives >= need_bytes: none has fewer of either
+    elif best.cost[2] >= 1:
         f = None
         with budget.probe(TIE_PROBE_MOVES) as pr:
             f, _ = astar(sp, budget, cap, full=True, live_cap=best.peak, objective="fewest",
@@ -308,7 +312,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     budget = Budget(limit, t0 + cap_s)
     st = _State()
     bound = max(sp1.shard(sp1.S0), sp1.shard(sp1.T))
-    lb_s = lower_bound_s(mesh, src, dst, itemsize, cost)
+    need = lower_bound_need(mesh, src, dst, itemsize)
+    lb_s = lower_bound_s(mesh, src, dst, itemsize, cost, need=need)
+    st.need_bytes = need[1]
     cut = None
     try:
         # level 1: whole axes (a small space: a good plan fast, and an upper bound)
@@ -341,8 +347,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                 f2, _ = astar(sp2, budget, bound, full=False, weight=1 + TIE_TOLERANCE, upper=found.cost)
                 if f2 is not None:
                     st.found = f2
-                f3 = _prove(sp2, budget, bound, st, st.found.cost)
-                f2 = f3 or f2
+                if st.found.cost[0] <= lb_s * (1 + 1e-12):
+                    st.opt_lb = max(st.opt_lb, st.found.cost[0])  # the bound over every plan: nothing is cheaper
+                else:
+                    f3 = _prove(sp2, budget, bound, st, st.found.cost)
+                    f2 = f3 or f2
             else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
                 st.opt_lb = 0.0
                 sub = st.__class__()
@@ -394,6 +403,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         # the search's own cost: under the default model it is the schedule's, step by
         # step (tests check it against schedule_cost); big meshes skip building the schedule
         t_s, moved, ncoll = st.found.cost
+    elif st.found is not None and st.found.sp is None:
+        t_s, moved, ncoll = st.found.cost  # normal's plan: schedule_cost was taken in _normal_incumbent
     else:
         t_s, moved, ncoll = schedule_cost(plan, cost)
     optimal = st.optimal and st.proven == move_set
