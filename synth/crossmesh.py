@@ -283,14 +283,19 @@ def plan_transfer(src_mesh: Mesh, mid_a: ArrayType, dst_mesh: Mesh, mid_b: Array
     lo = np.maximum(a0[:, None, :], u0[None, :, :])
     hi = np.minimum(a1[:, None, :], u1[None, :, :])
     vol = np.clip(hi - lo, 0, None).prod(axis=2)
+    # every (block, unit) pair that meets, in block order then unit order, as Python values
+    ia_all, iu_all = np.nonzero(vol)
+    los = [tuple(r) for r in lo[ia_all, iu_all].tolist()]
+    his = [tuple(r) for r in hi[ia_all, iu_all].tolist()]
+    nbs = (vol[ia_all, iu_all] * itemsize).tolist()
+    dsts = [units[iu][0] for iu in iu_all.tolist()]
+    bounds = np.searchsorted(ia_all, np.arange(len(a0) + 1)).tolist()
     for ia in range(len(a0)):
         holders = [ida[p] for p in ahold[ia]]
         hset = set(holders)
         jobs = []
-        for iu in np.nonzero(vol[ia])[0]:
-            box = (tuple(int(x) for x in lo[ia, iu]), tuple(int(x) for x in hi[ia, iu]))
-            nb = int(vol[ia, iu]) * itemsize
-            d = units[iu][0]
+        for k in range(bounds[ia], bounds[ia + 1]):
+            box, nb, d = (los[k], his[k]), nbs[k], dsts[k]
             if d in hset:
                 pieces.append(Piece(d, d, box[0], box[1], nb))
             else:

@@ -267,6 +267,20 @@ def _writers():
         with FolderLock(p.parent):
             pass
 
+    def compile_slot(p):  # the host's compile slot: REDIST_CACHE_DIR/compile.lock
+        from executor import run
+
+        old = os.environ.get("REDIST_CACHE_DIR")
+        os.environ["REDIST_CACHE_DIR"] = str(p.parent)
+        try:
+            run._take_compile_slot("case", 1)
+        finally:
+            run.release_compile_slot()
+            if old is None:
+                os.environ.pop("REDIST_CACHE_DIR", None)
+            else:
+                os.environ["REDIST_CACHE_DIR"] = old
+
     return {
         "atomic_write_text": lambda p: fileio.atomic_write_text(p, "new", "--out"),
         "atomic_write_bytes": lambda p: fileio.atomic_write_bytes(p, b"new", "--out"),
@@ -275,10 +289,11 @@ def _writers():
         "open_lock_file": lambda p: fileio.open_lock_file(p).write("new"),
         "rows.jsonl": journal,
         ".lock": lock,
+        "compile.lock": compile_slot,
     }
 
 
-_NAMES = {"rows.jsonl": "rows.jsonl", ".lock": ".lock"}
+_NAMES = {"rows.jsonl": "rows.jsonl", ".lock": ".lock", "compile.lock": "compile.lock"}
 
 
 @pytest.mark.parametrize("writer", list(_NAMES) + ["atomic_write_text", "atomic_write_bytes", "atomic_write_json",
