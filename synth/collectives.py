@@ -456,9 +456,14 @@ class AllToAll(Collective):
 
 @dataclass(frozen=True)
 class AllPermute(Collective):
-    """Any type with the same local shape, the same number of blocks per dim and the
-    same unreduced set: each device receives its new block from a device that holds
-    it (itself when it can), with the same coordinates on the unreduced axes."""
+    """Any type with the same local shape and the same unreduced set: each device
+    receives its new block from a device that holds it (itself when it can), with the
+    same coordinates on the unreduced axes. The number of blocks per dim may differ only
+    where the extra blocks hold no data: with the local size ``L`` of a dim of size ``N``
+    the same, block ``b`` is ``[b*L, min((b+1)*L, N))`` under either type. Example, mesh
+    ``x=2,y=2,z=2,w=2``: ``[8{y,z,w}] -> [8{x,y,z,w}]`` (1 element a device both ways;
+    the 16-way split leaves the devices with ``x=1`` empty) moves nothing: each device
+    with ``x=0`` already holds element ``4y+2z+w``."""
 
     target: ArrayType
     kind: ClassVar[str] = "all_permute"
@@ -474,10 +479,6 @@ class AllPermute(Collective):
                 f"{who}: local shapes differ ({t.local_shape(mesh)} vs {tgt.local_shape(mesh)}); "
                 "an AllPermute keeps the local shape"
             )
-        if tgt.splits(mesh) != t.splits(mesh):
-            raise CollectiveError(
-                f"{who}: the number of blocks per dim differs ({t.splits(mesh)} vs "
-                f"{tgt.splits(mesh)}); an AllPermute keeps it")
         if tgt.unreduced != t.unreduced:
             raise CollectiveError(
                 f"{who}: the unreduced sets differ ({list(t.unreduced)} vs {list(tgt.unreduced)}); "
@@ -511,11 +512,24 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
     same coordinates on the unreduced axes, so every pending sum keeps its parts).
 
     A device that already holds its new block keeps it. The others are spread
-    round-robin over the holders of their block, so no holder sends to many."""
-    nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
-    radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)  # radix[i] = prod(nblocks[i+1:])
-    have = t_in.block_indices(mesh) @ radix
-    want = t_out.block_indices(mesh) @ radix
+    round-robin over the holders of their block, so no holder sends to many. Where the
+    two types split a dim a different number of ways (the same local size), blocks are
+    matched by the data they hold, and a device whose new block is empty keeps its own
+    (it receives nothing)."""
+    empty = None
+    if t_in.splits(mesh) == t_out.splits(mesh):
+        nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
+        radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)  # radix[i] = prod(nblocks[i+1:])
+        have = t_in.block_indices(mesh) @ radix
+        want = t_out.block_indices(mesh) @ radix
+    else:  # key a block by its region's start (equal local sizes: equal starts, equal blocks)
+        ext = np.array(t_in.shape, dtype=np.int64) + 1
+        radix = np.append(np.cumprod(ext[::-1])[::-1][1:], 1)
+        s_in, e_in = t_in.regions(mesh)
+        s_out, e_out = t_out.regions(mesh)
+        have = np.where((e_in > s_in).all(axis=1), s_in @ radix, -1)
+        want = s_out @ radix
+        empty = ~(e_out > s_out).all(axis=1)
     if t_in.unreduced:
         nu = math.prod(mesh.shape[a] for a in t_in.unreduced)
         have = have * nu + t_in.unreduced_index(mesh)
@@ -523,6 +537,8 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
     ids = np.arange(mesh.size)
     src = ids.copy()
     need = have != want
+    if empty is not None:
+        need &= ~empty
     if need.any():
         order = np.argsort(have, kind="stable")
         sorted_keys = have[order]
@@ -531,6 +547,8 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
         counts = {}
         for d in np.nonzero(need)[0]:
             lo, hi = first[d], last[d]
+            if hi == lo:  # cannot happen for types of one local shape (see AllPermute)
+                raise CollectiveError(f"AllPermute {t_in} -> {t_out}: no device holds the block of device {d}")
             k = int(want[d])
             j = counts.get(k, 0)
             counts[k] = j + 1

@@ -30,7 +30,9 @@ size 1 are dropped (relabelling steps at either end). From a type, with its pend
   group that spans factors of more than one mesh axis holds at most 64 devices
   (``MAX_FUSED_GROUP``; gathers are not capped);
 * ``AllPermute``: to *any* type with the same number of blocks per dim and the same
-  pending sums;
+  pending sums; where a dim is uneven in the source or the target, also to any type of
+  the same local shape with other blocks per dim (the extra blocks are empty: on
+  ``x=y=z=w=2``, ``[8{y,z,w}] -> [8{x,y,z,w}]`` moves nothing);
 * ``AllReduce(X)`` for any subset ``X`` of ``U``; ``ReduceScatter(j, X)`` for any
   ordered subset (all orders up to 3 axes) into any dim ``j``;
 * ``Unreduce``: a replicated factor that the target leaves pending (one, or all at once).

@@ -5,6 +5,8 @@ proved.
 
 Phases, all inside one work budget (moves examined, :class:`synth.planners.astar.Budget`):
 
+0. a greedy best-first pass (:func:`_greedy_incumbent`, at most :data:`GREEDY_MOVES`):
+   the cheaper of its plan and the paper's seeds 1-2 as an upper bound;
 1. a *directed* A* within ``bound = max(src shard, dst shard)``: permutes only to the
    target and to types from which the target is reached by gathers and slices;
 2. if it found a plan, the *full* A* (permutes to every type of the same splits) with
@@ -111,15 +113,16 @@ def _distance(sp: Space, state) -> int:
 
 def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):
     """A first plan within ``cap`` found fast: best-first over the full pass's moves (of
-    the permutes, only the one to the target: enumerating permute targets is most of a
-    state's cost), the state with the least :func:`_distance` to the target plus
+    the permutes, only the one to the target and those that move nothing: enumerating
+    permute targets is most of a state's cost), the state with the least :func:`_distance` to the target plus
     :data:`GREEDY_COLLECTIVE_WEIGHT` per collective so far first, then the less time; at
     most :data:`GREEDY_MOVES` moves (a cut probe finds nothing). It only seeds the exact
     phases with an upper bound (they prove or beat it), so its order decides no claim.
     Example: on ``a=3,b=2,c=4,d=2,e=3,f=2``, ``[12{a,c}, 6{e}, 4{d,f}, 2{b}] -> [12{d},
     6{b}, 4, 2]`` the exact passes spend the default 50,000 moves on the many short plans
     over the bound before any within 576 B, while this pass reaches a 2-collective plan
-    within it in under 1,000 moves. Returns a :class:`Found` carrying its plan (costed by
+    within it in under 1,000 moves. Returns a :class:`Found` (under the default model its
+    steps' own costs, which are the schedule's; under another, carrying its plan costed by
     :func:`schedule_cost`), or None."""
     import heapq
 
@@ -139,27 +142,33 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
             budget.expanded += 1
             succ = sp.successors(i, True)
             budget.tick(len(succ))
-            for steps, j, sh2, c, _live in succ:
+            for steps, j, sh2, c, live in succ:
                 if steps[0][0] == "permute_class":  # of a permute's targets, only the target
                     dims, U = sp.states[i]
                     if U != sp.T[1] or dims == sp.T[0] or sp.info(dims)[0] != sp.info(sp.T[0])[0]:
                         continue
                     steps = (("all_permute", sp.T),)
                     j, c = t, sp.step_cost(steps[0], sp.states[i], sp.T)
+                elif steps[0][0] == "all_permute" and j != t and c[2]:
+                    continue  # a permute to other splits: only where it moves nothing
                 if sh2 > cap or j in seen:
                     continue
-                seen[j] = (i, steps)
                 c = c or (0.0, 0, 0)
+                seen[j] = (i, steps, c, live)
                 n2 = ncoll + c[2]
                 heapq.heappush(heap, (_distance(sp, sp.states[j]) + w * n2, g + c[0], n2, counter, j))
                 counter += 1
     if goal is None:
         return None
-    path = []
+    path, total, peak = [], (0.0, 0, 0), sp.shard(sp.S0)
     while seen[goal] is not None:
-        goal, steps = seen[goal]
+        goal, steps, c, live = seen[goal]
         path.append(steps)
+        total = (total[0] + c[0], total[1] + c[1], total[2] + c[2])
+        peak = max(peak, live)
     steps = tuple(s for st in reversed(path) for s in st)
+    if sp.fast:  # the default model: the steps' own costs are the schedule's (tested)
+        return Found(steps, total, peak, sp)
     try:
         p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
     except RedistributionError:  # cannot happen (every move obeys its type rule); no incumbent then
@@ -312,7 +321,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         cap = bound
         inc = _normal_incumbent(mesh, src, dst, itemsize, cost, bound)
         st.found = inc  # kept if the budget runs out in the greedy pass
-        greedy = _greedy_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
+        greedy = None
+        if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # the paper's plan may be beaten
+            greedy = _greedy_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
         if greedy is not None and (inc is None or greedy.cost < inc.cost):
             inc = greedy  # the cheaper first plan seeds the search (the exact passes prove or beat it)
         found = _solve(sp1, budget, cap, st, lb_s, inc)

@@ -158,6 +158,10 @@ class Space:
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
+        #: an uneven dim on either side: permutes may also change a dim's number of blocks
+        #: where its local size stays (:func:`_relabel_moves`)
+        self.relabel = not self._even_T or any(
+            n % k for n, k in zip(self.shape, self.info(self.S0[0])[0]))
         self.tick = None  # set by the engine: called once per move examined
         from synth.planners.cost import DefaultCost
 
@@ -280,6 +284,8 @@ class Space:
             op_b, metric = sent * isz * (n - 1) // n, sent * (n - 1) // n * isz
             return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
         if kind == "all_permute":
+            if self.info(b[0])[0] != self.info(a[0])[0]:
+                return self._relabel_cost(a, b)
             op_b = metric = sh_a * isz
         else:
             X = step[2] if kind in ("all_gather", "reduce_scatter") else (
@@ -298,6 +304,48 @@ class Space:
             else:  # reduce_scatter
                 op_b = metric = (n - 1) * self.info(b[0])[2] * isz
         return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
+
+    def _relabel_cost(self, a, b):
+        """The cost of a permute between types of different splits (the same local shape):
+        nothing where it moves nothing, else one permute of the shard, as its schedule
+        lowering costs it."""
+        if self.moves_nothing(a[0], b[0]):
+            return (0.0, 0, 0)
+        sh = self.shard(a) * self.itemsize
+        return (self.cost.alpha_s + sh / self.cost.bandwidth_Bps, sh, 1)
+
+    def moves_nothing(self, a, b) -> bool:
+        """Whether the permute from dims ``a`` to dims ``b`` (the same local shape) leaves
+        every device with its block: per device, its block under ``b`` is empty or the
+        one it holds under ``a`` (equal local sizes: equal block indices, equal data).
+        Example, ``x=y=z=w=2``: ``8{y,z,w} -> 8{x,y,z,w}``: block ``4y+2z+w`` both ways
+        where ``x=0``, empty where ``x=1``."""
+        key = ("still", a, b)
+        v = self._cost.get(key)
+        if v is None and all(xb == xa or xb[1:] == xa for xa, xb in zip(a, b)):
+            # only major-most factors added (the local shape kept): block b of the old split
+            # is block b of the new one where they are 0, past the dim's end elsewhere
+            v = self._cost[key] = True
+        if v is None:
+            import numpy as np
+
+            if self._coords is None:
+                ids = np.arange(self.mesh.size, dtype=np.int64)
+                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
+            loc = self.info(a)[1]
+            same = np.ones(self.mesh.size, dtype=bool)
+            empty = np.zeros(self.mesh.size, dtype=bool)
+            for i, (xa, xb) in enumerate(zip(a, b)):
+                ia = np.zeros(self.mesh.size, dtype=np.int64)
+                ib = np.zeros(self.mesh.size, dtype=np.int64)
+                for k in xa:
+                    ia = ia * self.sz[k] + self._coords[k]
+                for k in xb:
+                    ib = ib * self.sz[k] + self._coords[k]
+                same &= ia == ib
+                empty |= ib * loc[i] >= self.shape[i]
+            v = self._cost[key] = bool((same | empty).all())
+        return v
 
     def _ab_i(self, step, ia, ib):
         """:meth:`_alpha_beta` from the two states' infos (the same arithmetic, in the same
@@ -319,6 +367,8 @@ class Space:
             sent = math.prod(loc)
             return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
         if kind == "all_permute":
+            if ia[0] != ib[0]:  # other splits, one local shape: _relabel_cost
+                return None
             op_b = sh_a * isz
             return (alpha + op_b / bw, op_b, 1)
         if kind == "reduce_scatter":
@@ -378,8 +428,23 @@ class Space:
                 m += 1
             # the rest of the dim: sliced (target axes), or ShardedToUnreduced (target-pending)
             if m < len(a) and not TU.issuperset(a[m:]):
-                return False
+                return self.relabel and self._holds_target(state)
         return True
+
+    def _holds_target(self, state) -> bool:
+        """Every device holds the data of its target block already (an empty target
+        block needs none): then slices and a permute that moves nothing may reach the
+        target, so the bound must be 0 (pending sums are ignored: optimistic)."""
+        import numpy as np
+
+        # device 0's target block starts every dim at 0: its own block must be as long
+        if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
+            return False
+        s0, e0 = self.to_type(state).regions(self.mesh)
+        s1, e1 = self.to_type(self.T).regions(self.mesh)
+        empty = ~(e1 > s1).all(axis=1)
+        inside = ((s0 <= s1) & (e1 <= e0)).all(axis=1)
+        return bool((empty | inside).all())
 
     def h(self, state):
         """Admissible bound ``(time_s, bytes, collectives)`` on the rest of the way: 0 when
@@ -878,6 +943,8 @@ def _permute_moves(sp: Space, state, full):
     target is reached by gathers and slices."""
     dims, U = state
     splits = sp.info(dims)[0]
+    if sp.relabel:
+        yield from _relabel_moves(sp, state)
     if full:  # one class entry; the engine enumerates the members when it pops it
         yield (("permute_class",),), state
         return
@@ -888,6 +955,35 @@ def _permute_moves(sp: Space, state, full):
     for d2 in targets:
         if d2 != dims:
             yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _relabel_moves(sp: Space, state):
+    """AllPermute to other splits of the same local shape (uneven problems only,
+    :attr:`Space.relabel`). One that moves nothing: an unused, not pending factor ``a`` becomes
+    the *major-most* of a dim whose local size that keeps (one element a device, the dim
+    split at least its size ways). Block ``b`` of the old split is block ``b`` of the new
+    one where ``a`` is 0; where ``a`` is not 0 the block is past the dim's end (empty).
+    Example, ``x=y=z=w=2``: ``[16, 8, 8{y,z,w}] -> [16, 8, 8{x,y,z,w}]``. Any ordered set
+    of factors is reached one at a time (each move free). Also: any one factor leaves
+    such a dim (``8{x,z,y} -> 8{x,y}`` on ``x=4,y=2,z=4``: 32 blocks of one element, 8
+    of them real, become the 8), a permute costed like any other."""
+    dims, U = state
+    splits, loc, _, used = sp.info(dims)
+    free = [a for a in range(len(sp.sz)) if not (used >> a) & 1 and a not in U]
+    for i, ax in enumerate(dims):
+        if not ax:
+            continue
+        n = sp.shape[i]
+        for a in free:
+            if -(-n // (splits[i] * sp.sz[a])) == loc[i]:
+                d2 = dims[:i] + ((a,) + ax,) + dims[i + 1:]
+                yield (("all_permute", (d2, U)),), (d2, U)
+        # the reverse, and more: any one factor leaves a dim whose local size that keeps
+        # (a real permute where the devices it frees held blocks past the dim's end)
+        for m, a in enumerate(ax):
+            if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
+                d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
+                yield (("all_permute", (d2, U)),), (d2, U)
 
 
 def _subsets(xs):
