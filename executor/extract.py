@@ -121,7 +121,8 @@ def plan_schedule(plan, dtype: str = "float32"):
     t0 = time.perf_counter()
     from executor.run import compile_guard
 
-    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", "cpu (ahead of time)"), \
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", "cpu (ahead of time)",
+                       devices=plan.mesh.size), \
             capture_fd2() as cap:  # a failure for memory is one line
         compiled = fn.lower(x).compile()
     compile_s = time.perf_counter() - t0

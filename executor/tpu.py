@@ -519,7 +519,7 @@ def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> T
     t0 = time.perf_counter()
     from executor.run import compile_guard
 
-    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", t.spec), \
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", t.spec, devices=mesh.size), \
             capture_fd2() as cap:
         compiled = fn.lower(x).compile()
     return _finish(f"ours-{plan.planner}", t, compiled, cap["text"], mesh, plan.src, plan.dst, itemsize,

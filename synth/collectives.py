@@ -693,9 +693,14 @@ class _MultiMixin:
     one-dim moves (they touch disjoint dims and disjoint axes, so their order does not
     matter), the group is the product of all the moves' groups."""
 
+    #: the one-dim collective each move is (set by every multi-dim form)
+    SINGLE: ClassVar[type]
+
     def singles(self) -> list[Collective]:
-        """The one-dim collectives this one fuses, in canonical order."""
-        raise NotImplementedError
+        """The one-dim collectives this one fuses, in canonical order:
+        ``MultiAllGather(((0, 'x'), (1, 'y'))).singles()`` is
+        ``[AllGather(0, 'x'), AllGather(1, 'y')]``."""
+        return [self.SINGLE(*m) for m in self.moves]
 
     @property
     def axis(self) -> tuple[str, ...]:
@@ -738,6 +743,8 @@ class MultiDynSlice(_MultiMixin, Collective):
     columns ``2j, 2j+1``. Shardy's ``all_slice [{"x"}, {"y"}]``. JSON:
     ``{"op": "dyn_slice", "moves": [{"dim": 0, "axis": "x"}, ...]}``."""
 
+    SINGLE: ClassVar[type] = DynSlice
+
     moves: tuple[tuple[int, str | tuple[str, ...]], ...]
     kind: ClassVar[str] = "multi_dyn_slice"
     op: ClassVar[str] = "dyn_slice"
@@ -745,9 +752,6 @@ class MultiDynSlice(_MultiMixin, Collective):
 
     def __post_init__(self):
         _canonical_moves(self, "DynSlice(moves)", 1)
-
-    def singles(self):
-        return [DynSlice(d, a) for d, a in self.moves]
 
     def apply(self, t, mesh):
         for d, _ in self.moves:
@@ -785,15 +789,14 @@ class MultiAllGather(_MultiMixin, Collective):
     ``2j``. Shardy's ``all_gather [{"x"}, {"y"}]``; XLA lowers it to one HLO
     all-gather. JSON: ``{"op": "all_gather", "moves": [{"dim": 0, "axis": "x"}, ...]}``."""
 
+    SINGLE: ClassVar[type] = AllGather
+
     moves: tuple[tuple[int, str | tuple[str, ...]], ...]
     kind: ClassVar[str] = "multi_all_gather"
     op: ClassVar[str] = "all_gather"
 
     def __post_init__(self):
         _canonical_moves(self, "AllGather(moves)", 1)
-
-    def singles(self):
-        return [AllGather(d, a) for d, a in self.moves]
 
     def apply(self, t, mesh):
         for d, _ in self.moves:
@@ -827,15 +830,14 @@ class MultiAllToAll(_MultiMixin, Collective):
     ``(|b|-1)/|b| + (|c|-1)/|c|`` of it. JSON:
     ``{"op": "all_to_all", "moves": [{"src_dim": 0, "dst_dim": 2, "axis": "b"}, ...]}``."""
 
+    SINGLE: ClassVar[type] = AllToAll
+
     moves: tuple[tuple[int, int, str | tuple[str, ...]], ...]
     kind: ClassVar[str] = "multi_all_to_all"
     op: ClassVar[str] = "all_to_all"
 
     def __post_init__(self):
         _canonical_moves(self, "AllToAll(moves)", 2)
-
-    def singles(self):
-        return [AllToAll(s, d, a) for s, d, a in self.moves]
 
     def apply(self, t, mesh):
         for s, d, _ in self.moves:

@@ -120,7 +120,7 @@ def test_plan_page_in_chromium(server, tmp_path):
             expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0, timeout=30_000)
 
             # The other pages render in the browser too (the scenario carries over).
-            for title, charts in (("Simulate", 3), ("Compare", 1), ("Calibration", 0), ("Sweeps", 0)):
+            for title, charts in (("Simulate", 1), ("Compare", 1), ("Calibration", 0), ("Sweeps", 0)):
                 page.get_by_role("link", name=title).click()
                 expect(main.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=60_000)
                 if charts:
@@ -155,7 +155,7 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
 
     shots = Path(os.environ.get("APP_SCREENSHOT_DIR", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
-    query = urlencode(SHARED)
+    query = urlencode(dict(SHARED, plan_view="Layout"))  # the link opens the Layout tab
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -166,7 +166,7 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
             expect(page.get_by_text("Page not found")).to_have_count(0)
             expect(page.get_by_role("textbox", name="Mesh axes")).to_have_value("x=2,y=4")
             # the layout pictures: source and target, with the devices of each block
-            main.get_by_role("heading", name="Layout").scroll_into_view_if_needed()
+            expect(main.get_by_role("tab", name="Layout", selected=True)).to_be_visible(timeout=30_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(shots / "plan_layout_view.png"))
             expect(main.get_by_text("source [16{y}, 32{x}]")).to_be_visible(timeout=30_000)
@@ -243,6 +243,7 @@ def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_p
             expect(main.get_by_text("Within the bound: the largest shard per device")).to_be_visible(timeout=60_000)
             expect(main.get_by_text("Received bytes:").first).to_be_visible()
             expect(main.get_by_text("Per-device memory along the plan")).to_be_visible(timeout=30_000)
+            main.get_by_role("tab", name="Layout").click()  # the layout pictures: one click away
             summary = main.get_by_text("Summary of a grid too big to draw legibly").first
             summary.scroll_into_view_if_needed()
             expect(summary).to_be_visible(timeout=30_000)
@@ -253,19 +254,23 @@ def test_pictures_claims_and_chart_titles_in_chromium(fresh_clone, server, tmp_p
             expect(main.get_by_text("Summary of a grid too big to draw legibly")).to_have_count(0, timeout=30_000)
 
             page.get_by_role("link", name="Simulate").click()
-            expect(main.get_by_text("Link load on tpu-v4:4x4x4")).to_be_visible(timeout=120_000)
-            expect(main.get_by_text("Hottest links (one direction)")).to_be_visible(timeout=30_000)
+            expect(main.get_by_text("Hottest links (one direction)")).to_be_visible(timeout=120_000)
+            main.get_by_role("tab", name="Link load").click()  # one picture at a time, in tabs
+            expect(main.get_by_text("Link load on tpu-v4:4x4x4")).to_be_visible(timeout=60_000)
 
             page.get_by_role("link", name="Sweeps").click()
             expect(main.get_by_text("Bundled example, not your results")).to_be_visible(timeout=60_000)
             expect(main.get_by_role("button", name="Run the smoke sweep")).to_be_visible()
-            for title in ("Simulated time over its lower bound", "Largest shard per device over max(src, dst)",
-                          "Peak live bytes (input + output of a step) over max(src, dst)",
-                          "What if: simulated time of case"):
+            expect(main.get_by_text("simulated time / lower bound (x)").first).to_be_visible(timeout=30_000)
+            # one chart per tab: each tab draws its own, with its title
+            for tab, title in (("Time over the lower bound", "Simulated time over its lower bound"),
+                               ("Largest shard", "Largest shard per device over max(src, dst)"),
+                               ("Peak live", "Peak live bytes (input + output of a step) over max(src, dst)"),
+                               ("What if", "What if: simulated time of case")):
+                main.get_by_role("tab", name=tab).click()
                 expect(main.get_by_text(title).first).to_be_visible(timeout=30_000)
-            expect(main.get_by_text("simulated time / lower bound (x)").first).to_be_visible()
-            page.wait_for_timeout(800)
-            page.screenshot(path=str(shots / "sweeps_example.png"), full_page=True)
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(shots / f"sweeps_example_{tab.split()[0].lower()}.png"), full_page=True)
 
             page.get_by_role("link", name="Calibration").click()
             expect(main.get_by_text("Profiles in this folder and their fit quality")).to_be_visible(timeout=60_000)

@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import synth  # noqa: E402
 from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
 from ui import compute, figures, jobs, machines, runs, scenario, work  # noqa: E402
-from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
+from ui.fmt import byte_unit, fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
 
 APP = str(ROOT / "app.py")
 SMALL_MESH, SMALL_SRC, SMALL_DST = "x=2,y=4", "[16{y}, 32{x}]", "[16, 32{x,y}]"
@@ -277,11 +277,27 @@ def test_layout_shows_replication_padding_and_pending_sums():
 def test_plan_page_draws_source_target_and_each_step():
     at = _app(**SMALLN)
     _ok(at)
+    # the pictures sit in tabs, only the open one drawn: the memory chart first
+    assert [t.label for t in at.tabs] == ["Memory per step", "Layout", "Received bytes"]
     keys = [c.proto.id for c in at.get("plotly_chart")]
-    assert keys  # the charts are there
+    assert len(keys) == 1 and keys[0].endswith("plan_memory_chart")
+    assert not at.select_slider  # the Layout tab is closed: its step slider is not drawn
+    at.session_state["plan_view"] = "Received bytes"
+    at.run()
+    _ok(at)
+    recv = at.get("plotly_chart")
+    assert [c.proto.id.endswith("plan_recv_heatmap") for c in recv] == [True]
+    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    r = plan.recv_bytes_per_device_per_step  # row per communicating step, column per device
+    div, _unit = byte_unit(float(r.max()))
+    z = np.array(json.loads(recv[0].proto.spec)["data"][0]["z"])
+    assert z.shape == r.shape and np.allclose(z * div, r)
+    at.session_state["plan_view"] = "Layout"
+    at.run()
+    _ok(at)
+    assert at.query_params["plan_view"] in ("Layout", ["Layout"])  # the open tab is in the link
     labels = [s.label for s in at.select_slider]
     assert "Step" in labels
-    plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
     step = at.select_slider(key="layout_step")
     assert len(step.options) == len(plan.steps) + 1
     step.set_value(step.options[-1]).run()
@@ -688,3 +704,26 @@ def test_compare_simulates_the_strategies_the_simulator_accepts(monkeypatch):
     table = at.dataframe[0].value
     assert list(table["strategy"]) == ["easy"]
     assert all(name.split(":")[0] not in list(table["strategy"]) for name in warned)
+
+
+def test_warm_up_thread_starts_after_pandas_is_imported():
+    """The warm-up thread builds plotly figures, and plotly reads ``sys.modules["pandas"]``
+    without importing it: if the page's script thread were half-way through ``import
+    pandas`` then, plotly would get the partial module ("partially initialized module
+    'pandas' ... circular import"). So the thread starts only once pandas is imported,
+    even after a page that stopped at an error before any table. A fresh interpreter,
+    since this process has pandas already."""
+    code = (
+        "import sys, threading, logging\n"
+        "logging.disable(logging.WARNING)\n"
+        "from streamlit.testing.v1 import AppTest\n"
+        f"at = AppTest.from_file({APP!r}, default_timeout=300)\n"
+        "at.session_state['mesh'] = 'data=3'\n"
+        "at.run()\n"
+        "warm = [t for t in threading.enumerate() if t.name == 'app-warm-up']\n"
+        "print(len(at.error), 'pandas' in sys.modules, len(warm))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # one error shown (the mesh), pandas imported, and the warm-up thread started
+    assert out.stdout.split()[-3:] == ["1", "True", "1"], out.stdout + out.stderr[-2000:]

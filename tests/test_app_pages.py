@@ -90,8 +90,17 @@ def test_simulate_default_matches_the_simulator():
     assert m["simulated time"] == fmt_seconds(res.time_s)
     assert m["lower bound"] == fmt_seconds(res.lower_bound_s)
     assert m["peak memory (max device)"] == fmt_bytes(res.peak_bytes_max_device)
-    keys = {c.proto.id for c in at.get("plotly_chart")}
-    assert len(keys) == 3
+    # the pictures sit in tabs, only the open one drawn: timeline, link load, memory over time
+    assert [t.label for t in at.tabs] == ["Timeline", "Link load", "Memory over time"]
+    drawn = []
+    for view, key in (("Timeline", "sim_timeline"), ("Link load", "sim_topology"), ("Memory over time", "sim_memory")):
+        at.session_state["sim_view"] = view
+        at.run()
+        _ok(at)
+        charts = at.get("plotly_chart")
+        assert len(charts) == 1 and charts[0].proto.id.endswith(key), [c.proto.id for c in charts]
+        drawn.append(json.loads(charts[0].proto.spec))
+    assert drawn[1]["layout"]["title"]["text"].startswith("Link load on tpu-v4:4x4x4")
     ops = at.dataframe[0].value
     assert list(ops["kind"]) == [o["kind"] for o in res.ops]
 
@@ -324,8 +333,9 @@ def test_sweeps_browse_filter_and_report(results):
     assert m["rows"] == str(len(rows))
     assert m["ok"] == str(sum(r["status"] == "ok" for r in rows))
     assert m["cases"] == str(len({r["case"] for r in rows}))
-    charts = {json.loads(c.proto.spec)["layout"]["title"]["text"].split("<br>")[0]
-              for c in at.get("plotly_chart")}
+    from tests.test_app_scale import sweep_charts
+
+    charts = set(sweep_charts(at))
     assert charts == {"Simulated time over its lower bound (baseline knobs)",
                       "Largest shard per device over max(src, dst) (baseline knobs)",
                       "Peak live bytes (input + output of a step) over max(src, dst)",

@@ -101,6 +101,26 @@ def test_claims_follow_the_plan_and_its_search():
     assert fmt_bytes(auto.peak_live_bytes) in live and fmt_bytes(2 * auto.bound_bytes) in live
 
 
+def test_a_plan_cut_by_the_work_budget_states_its_bound_and_gap():
+    """auto with a small work budget on the machine's cost: 'best found within the work
+    budget', and the Plan page says so with the proven lower bound and the gap."""
+    import models
+    from models.plan_cost import machine_cost
+
+    mesh, src, dst = "data=16,model=4", "[64{data}, 128{model}]", "[64{model}, 128{data}]"
+    m = models.load_profile("tpu-v4:4x4x4")
+    plan = synth.synthesize(mesh, src, dst, planner="auto", itemsize=2, budget_moves=16,
+                            cost=machine_cost(m, synth.Mesh.parse(mesh)))
+    check_moves_exactly(plan)
+    s = plan.search
+    assert s["status"] == "best found within the work budget" and not s["optimal"]
+    opt = [x for t, _lvl, x in plans.plan_claims(plan, fmt_bytes, fmt_seconds) if t == "optimality"]
+    assert opt == [f"Best found within the search's work budget: {fmt_seconds(s['time_s'])} under the "
+                   f"{s['cost_model']}; proven lower bound {fmt_seconds(s['lower_bound_s'])}, gap "
+                   f"{fmt_seconds(s['gap_s'])} ({100 * s['gap_s'] / s['time_s']:.3g} % of its time). "
+                   "A longer budget may find a cheaper plan."]
+
+
 # -- layout summaries -----------------------------------------------------------------------
 @pytest.mark.parametrize("mesh,t", [("data=16,model=4", "[8, 256{data,model}]"),
                                     ("data=512,model=8", "[512{data}, 16{model}]"),
@@ -133,6 +153,9 @@ def test_layout_summary_tiles_hold_the_blocks_the_devices_hold(mesh, t):
 
 def test_plan_page_switches_to_the_summary_and_back():
     at = _app(dst="[8192, 32768{data,model}]")
+    assert not any(c.value.startswith("Summary of a grid") for c in at.caption)  # Layout tab closed
+    at.session_state["plan_view"] = "Layout"
+    at.run()
     cap = [c.value for c in at.caption if c.value.startswith("Summary of a grid")]
     assert cap and "dim 1: 32768 in 64 blocks of 512 (data=16,model=4)" in cap[0]
     meta = {c.proto.id: json.loads(c.proto.spec)["layout"].get("meta") for c in at.get("plotly_chart")}
@@ -169,13 +192,33 @@ def test_aggregated_link_load_shows_each_lines_hottest_link():
 
 
 # -- Sweeps on a fresh clone ----------------------------------------------------------------
+SWEEP_VIEWS = ("Time over the lower bound", "Largest shard", "Peak live", "What if")
+
+
+def sweep_charts(at) -> dict:
+    """Every chart of the Sweeps page, title -> spec: one tab at a time (only the open tab
+    is drawn, so each run shows at most one chart)."""
+    assert [t.label for t in at.tabs] == list(SWEEP_VIEWS)
+    out = {}
+    for view in SWEEP_VIEWS:
+        at.session_state["sweeps_view"] = view
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        charts = at.get("plotly_chart")
+        assert len(charts) <= 1, [_title(c) for c in charts]
+        out.update({_title(c): json.loads(c.proto.spec) for c in charts})
+    at.session_state["sweeps_view"] = SWEEP_VIEWS[0]
+    at.run()
+    return out
+
+
 def test_sweeps_fresh_clone_shows_the_bundled_example_with_honest_charts():
     at = _app("ui/pages/sweeps.py")
     assert not at.error
     assert any("Bundled example, not your results" in w.value for w in at.warning)
     rows = [json.loads(line) for line in (files.EXAMPLE_DIR / "rows.jsonl").read_text().splitlines() if line]
     assert {m.label: m.value for m in at.metric}["rows"] == str(len(rows))
-    charts = {_title(c): json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    charts = sweep_charts(at)
     time_chart = charts["Simulated time over its lower bound (baseline knobs)"]
     points = [tr for tr in time_chart["data"] if tr["mode"] == "markers"]
     ys = [y for tr in points for y in tr["y"]]

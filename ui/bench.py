@@ -44,6 +44,7 @@ SCENARIOS = [
         ("new source sharding", "text_input", "src", "[8192{model}, 32768{data}]"),
         ("planner -> easy", "selectbox", "planner", "easy"),
         ("planner -> normal", "selectbox", "planner", "normal"),
+        ("open the Layout tab", "tab", "plan_view", "Layout"),
         ("layout step -> last", "select_slider", "layout_step", -1),
         ("mesh data=8,model=8", "text_input", "mesh", "data=8,model=8"),
     ]),
@@ -121,11 +122,14 @@ def run_interactions(log: bool = False) -> list[dict]:
             raise SystemExit(f"{page}: first load failed: {[e.value for e in (*at.exception, *at.error)]}")
         rows.append({"page": page, "interaction": "first load (cold caches)", "seconds": first})
         for label, kind, key, value in steps:
-            w = _widget(at, kind, key)
+            w = None if kind == "tab" else _widget(at, kind, key)
             if value == -1:
                 value = w.options[-1]
             t0 = time.perf_counter()
-            w.set_value(value)
+            if w is None:  # a tab (AppTest cannot click one): its state, as the click sets it
+                at.session_state[key] = value
+            else:
+                w.set_value(value)
             at.run()
             bg = _pending(at)
             _settle(at, 600)

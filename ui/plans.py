@@ -251,14 +251,18 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
         out.append(("optimality", "ok", "Optimal over the documented move set (synth/auto.py, "
                     f"'The search space'): no plan within the memory cap costs less than "
                     f"{fmt_seconds(t)} under the {model}."))
-    elif status == "best found within budget" and t is not None:
+    elif status.startswith("best found") and t is not None:
+        # synth's statuses: "best found within the work budget" (deterministic) or "best found
+        # before the wall-clock cap (load-dependent)"; the sentence says which
+        how = ("within the search's work budget" if "budget" in status
+               else status[len("best found "):])
         if low is not None and gap is not None:
             pct = f" ({100 * gap / t:.3g} % of its time)" if t > 0 else ""
-            out.append(("optimality", "info", f"Best found within the search budget: {fmt_seconds(t)} "
+            out.append(("optimality", "info", f"Best found {how}: {fmt_seconds(t)} "
                         f"under the {model}; proven lower bound {fmt_seconds(low)}, gap "
                         f"{fmt_seconds(gap)}{pct}. A longer budget may find a cheaper plan."))
         else:
-            out.append(("optimality", "info", f"Best found within the search budget: {fmt_seconds(t)} "
+            out.append(("optimality", "info", f"Best found {how}: {fmt_seconds(t)} "
                         f"under the {model}; no lower bound was established."))
     else:
         level = "info" if textbook or s.get("bound_met", plan.bound_holds) else "warn"

@@ -21,6 +21,8 @@ PAGE_FIELDS = {
     "cmp_placement": (str, ""),
     "cmp_xla": (str, ""),        # "1": the Compare page shows XLA's compiled rows
     "layout_step": (str, ""),
+    "plan_view": (str, "Memory per step"),  # the Plan page's open picture tab
+    "sim_view": (str, "Timeline"),          # the Simulate page's
 }
 #: Every field a link carries.
 FIELDS = tuple(scenario.KEYS) + tuple(PAGE_FIELDS)

@@ -71,6 +71,11 @@ def compiled_strategies(key: str, machine: str, mesh_text: str, plan: synth.Plan
         except subprocess.TimeoutExpired:
             raise WorkerError(f"compiling for {machine} took longer than {timeout_s} s and was stopped; "
                               "try a smaller mesh") from None
+    if p.returncode < 0:  # a signal (9: the out-of-memory killer): case, compiler and bytes (executor.run)
+        from executor.run import aot_compile_host_bytes, killed_line
+
+        raise WorkerError(killed_line(f"compiling {plan.src} -> {plan.dst} on {mesh_text}", machine,
+                                      aot_compile_host_bytes(machine, plan.mesh.size), p.returncode))
     if p.returncode != 0:
         lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
         msg = lines[-1] if lines else f"exit status {p.returncode}"

@@ -45,7 +45,6 @@ def _layout_section(plan):
     """Which device holds which block: source and target side by side, and any step."""
     from ui import figures
 
-    st.subheader("Layout")
     types = [plan.src, plan.dst] + list(plan.all_types)
     big = any(figures.layout_needs_summary(t, plan.mesh) for t in types)
     exact = False
@@ -72,6 +71,29 @@ def _layout_section(plan):
         i = labels.index(pick)
         t = plan.all_types[i]
         _layout_picture(st, t, plan.mesh, f"after step {pick}", "layout_step_chart", exact)
+
+
+#: The Plan page's pictures, one tab each (``plan_view``, kept in the link). Only the open
+#: tab is computed and drawn (``st.tabs(on_change="rerun")``): the first paint carries one
+#: chart, not four, and each picture is one click away.
+VIEWS = ("Memory per step", "Layout", "Received bytes")
+
+
+def _pictures(plan, easy, cap):
+    share.restore("plan_view")
+    if st.session_state.get("plan_view") not in VIEWS:
+        st.session_state["plan_view"] = VIEWS[0]
+    mem, layout, recv = st.tabs(list(VIEWS), key="plan_view", on_change=share.save_page_fields)
+    if mem.open or recv.open:
+        mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
+        if mem.open:
+            mem.plotly_chart(mem_fig, key="plan_memory_chart")
+        if recv.open:
+            recv.caption("The bytes every device receives in every step (colour scale from 0).")
+            recv.plotly_chart(recv_fig, key="plan_recv_heatmap")
+    if layout.open:
+        with layout:
+            _layout_section(plan)
 
 
 _ICONS = {"ok": ":green[:material/check_circle:]", "info": ":blue[:material/info:]",
@@ -129,30 +151,24 @@ def main():
     if cap is not None:
         head = cap - plan.peak_live_bytes
         c[3].metric("HBM headroom", fmt_bytes(abs(head)) + ("" if head >= 0 else " short"),
-                    delta=f"{_pct(plan.peak_live_bytes, cap)} of {fmt_bytes(cap)} used",
+                    delta=f"{_pct(plan.peak_live_bytes, cap)} used",
                     delta_color="off" if head >= 0 else "inverse",
-                    help="Device memory capacity (the profile's hbm_capacity_bytes) minus the plan's "
-                         "peak live bytes. Other buffers of the program are not counted.")
+                    help=f"Device memory capacity ({fmt_bytes(cap)}, the profile's hbm_capacity_bytes) minus "
+                         "the plan's peak live bytes; the delta is the share of the capacity the peak uses. "
+                         "Other buffers of the program are not counted.")
     else:
         c[3].metric("HBM headroom", "-", help="Needs the models package for the capacity.")
     c[4].metric("received per device", fmt_bytes(plan.recv_bytes_max_device),
                 help=f"Lower bound: {fmt_bytes(plan.recv_lower_bound_bytes)} (the part of its "
                      "target block a device does not already hold).")
-    c[5].metric("easy plan's largest shard", fmt_bytes(easy.max_shard_bytes),
-                help="Gather everything, then slice.")
+    c[5].metric("easy plan's shard", fmt_bytes(easy.max_shard_bytes),
+                help="The easy plan's largest shard per device: gather everything, then slice.")
 
     _claims(plan)
 
     st.subheader("Steps")
     st.dataframe(_steps_frame(plan), hide_index=True)
-    mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
-    st.plotly_chart(mem_fig, key="plan_memory_chart")
-    if st.toggle("Bytes received per device per step", key="plan_show_recv",
-                 help="A heat map of the bytes every device receives in every step (drawn when asked: one "
-                      "chart fewer for the browser on every rerun)."):
-        st.plotly_chart(recv_fig, key="plan_recv_heatmap")
-
-    _layout_section(plan)
+    _pictures(plan, easy, cap)
 
     st.subheader("Export")
     doc = plans.plan_document(plan, sc)

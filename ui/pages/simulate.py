@@ -16,6 +16,11 @@ PLACEMENT_HELP = (
     "'devices:3,1,0,2' lists the chip of every device. See docs/simulator.md."
 )
 
+#: The page's pictures, one tab each (``sim_view``, kept in the link); only the open tab
+#: is drawn (``st.tabs(on_change="rerun")``), so a page switch draws one chart, not three.
+VIEWS = ("Timeline", "Link load", "Memory over time")
+
+
 def show_summary(sm: dict, me=None) -> None:
     c = st.columns(5)
     c[0].metric("simulated time", fmt_seconds(sm["time_s"]))
@@ -65,29 +70,36 @@ def main():
     show_summary(sm, machines.model_error(sm["machine_spec"]))
 
     figs = view["figures"]
-    if view["ops"]:
-        tl = figs["timeline"]
-        st.plotly_chart(tl, key="sim_timeline")
-        meta = tl.layout.meta or {}
-        if not meta.get("detailed", True):
-            st.caption(f"The timeline shows all {meta.get('transfers')} transfers aggregated, as its title "
-                       "says; the Chrome trace below has every transfer (or, above "
-                       "200,000, one event per device and op).")
-    else:
-        st.info("The plan has no steps (source and target are the same sharding): nothing to "
-                "replay. Pick another target in the sidebar.")
     st.download_button("Download Chrome trace (Perfetto)", data=view["chrome_trace"],
                        file_name="simulation.trace.json", mime="application/json", key="sim_chrome_trace",
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
                             "One track per device and per busy link; op names, bytes and algorithm as args.")
-    st.plotly_chart(figs["topology"], key="sim_topology")
     hot = view.get("hot_links") or []
     if hot:
         agg = bool((figs["topology"].layout.meta or {}).get("aggregated"))
-        st.caption(("Aggregated: the machine has too many links to draw one by one. " if agg else "")
+        st.caption(("Link load aggregated: the machine has too many links to draw one by one. " if agg else "")
                    + "Hottest links (one direction): "
                    + "; ".join(f"`{h['link']}` {fmt_bytes(h['bytes'])}" for h in hot[:5]) + ".")
-    st.plotly_chart(figs["memory"], key="sim_memory")
+    share.restore("sim_view")
+    if st.session_state.get("sim_view") not in VIEWS:
+        st.session_state["sim_view"] = VIEWS[0]
+    timeline, links, memory = st.tabs(list(VIEWS), key="sim_view", on_change=share.save_page_fields)
+    if timeline.open:
+        if view["ops"]:
+            tl = figs["timeline"]
+            timeline.plotly_chart(tl, key="sim_timeline")
+            meta = tl.layout.meta or {}
+            if not meta.get("detailed", True):
+                timeline.caption(f"The timeline shows all {meta.get('transfers')} transfers aggregated, as its "
+                                 "title says; the Chrome trace has every transfer (or, above 200,000, one "
+                                 "event per device and op).")
+        else:
+            timeline.info("The plan has no steps (source and target are the same sharding): nothing to "
+                          "replay. Pick another target in the sidebar.")
+    if links.open:
+        links.plotly_chart(figs["topology"], key="sim_topology")
+    if memory.open:
+        memory.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
     st.dataframe(ops_frame(view["ops"]), hide_index=True, key="sim_ops_table")
     st.caption(BANDWIDTH_NOTE)

@@ -62,14 +62,23 @@ def _multiselect(label, df, col, key):
     return df if not chosen else df[df[col].astype(str).isin(chosen)]
 
 
+#: The sweep's pictures, one tab each (``sweeps_view``); only the open tab is computed and
+#: drawn (``st.tabs(on_change="rerun")``), so the page draws one chart, not four.
+VIEWS = ("Time over the lower bound", "Largest shard", "Peak live", "What if")
+
+
 def _charts(ok) -> None:
-    """The sweep's figures: time over its lower bound (with the machine's latency
+    """The sweep's figures, in tabs: time over its lower bound (with the machine's latency
     floor), the largest shard against max(src, dst), the peak live pair against its own
     bound 2 x max(src, dst), and the what-if of one case at a time."""
     from ui import figures
 
+    if st.session_state.get("sweeps_view") not in VIEWS:
+        st.session_state["sweeps_view"] = VIEWS[0]
+    tabs = dict(zip(VIEWS, st.tabs(list(VIEWS), key="sweeps_view", on_change="rerun")))
     base = ok[ok["baseline"].fillna(False).astype(bool)] if "baseline" in ok else ok
-    if len(base):
+    tab = tabs["Time over the lower bound"]
+    if tab.open:
         comm = base[(base["num_collectives"].fillna(0) > 0) & (base["time_s"] > 0)].copy()
         if len(comm):
             floor = [machines.latency_floor_s(str(m), float(ls) if ls == ls else 1.0)
@@ -78,33 +87,49 @@ def _charts(ok) -> None:
                                for lb, f in zip(comm["lower_bound_s"], floor)]
             comm = comm[comm["bound_s"] > 0]
             comm["time_over_bound"] = comm["time_s"] / comm["bound_s"]
-            st.plotly_chart(figures.sweep_strip_figure(
+        if len(comm):
+            tab.plotly_chart(figures.sweep_strip_figure(
                 comm, "time_over_bound", "Simulated time over its lower bound (baseline knobs)",
                 "simulated time / lower bound (x)", 1.0, "lower bound"), key="sweeps_time_chart")
-            st.caption("Lower bound per row: the larger of the simulator's bound (lower_bound_s: bytes over "
-                       "the links that must carry them) and the least latency any communicating plan pays "
-                       "on that machine (models.plan_cost.machine_cost(...).comm_floor_s(), the smallest "
-                       "launch cost of a collective). Rows that communicate nothing are left out.")
-        st.plotly_chart(figures.sweep_strip_figure(
-            base, "max_shard_over_bound", "Largest shard per device over max(src, dst) (baseline knobs)",
-            "largest shard / max(src, dst) (x)", 1.0, "the bound: max(src, dst)"), key="sweeps_memory_chart")
-        live = base[base["peak_over_bound"].notna()]
+            tab.caption("Lower bound per row: the larger of the simulator's bound (lower_bound_s: bytes over "
+                        "the links that must carry them) and the least latency any communicating plan pays "
+                        "on that machine (models.plan_cost.machine_cost(...).comm_floor_s(), the smallest "
+                        "launch cost of a collective). Rows that communicate nothing are left out.")
+        else:
+            tab.info("No baseline row of this selection communicates: nothing to set against a bound.")
+    tab = tabs["Largest shard"]
+    if tab.open:
+        if len(base):
+            tab.plotly_chart(figures.sweep_strip_figure(
+                base, "max_shard_over_bound", "Largest shard per device over max(src, dst) (baseline knobs)",
+                "largest shard / max(src, dst) (x)", 1.0, "the bound: max(src, dst)"), key="sweeps_memory_chart")
+        else:
+            tab.info("No baseline row in this selection.")
+    tab = tabs["Peak live"]
+    if tab.open:
+        live = base[base["peak_over_bound"].notna()] if len(base) else base
         if len(live):
-            st.plotly_chart(figures.sweep_strip_figure(
+            tab.plotly_chart(figures.sweep_strip_figure(
                 live, "peak_over_bound", "Peak live bytes (input + output of a step) over max(src, dst)",
                 "peak live / max(src, dst) (x)", 2.0, "2 x max(src, dst): the most a plan within the bound holds"),
                 key="sweeps_live_chart")
-            st.caption("Peak live counts the input and the output buffer of a step together, so a plan within "
-                       "max(src, dst) reaches up to 2x here; its own bound is the dashed line.")
-    scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
-    if len(scaled):
-        w = ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()]
-        cases = sorted(str(c) for c in scaled["case"].dropna().unique())
-        if st.session_state.get("sweeps_whatif_case") not in cases:
-            st.session_state["sweeps_whatif_case"] = cases[0]
-        case = st.selectbox("What-if case", cases, key="sweeps_whatif_case",
-                            help="The what-if chart follows one case: every planner and machine it ran on.")
-        st.plotly_chart(figures.whatif_figure(w[w["case"].astype(str) == case]), key="sweeps_whatif_chart")
+            tab.caption("Peak live counts the input and the output buffer of a step together, so a plan within "
+                        "max(src, dst) reaches up to 2x here; its own bound is the dashed line.")
+        else:
+            tab.info("No baseline row of this selection records its peak live bytes.")
+    tab = tabs["What if"]
+    if tab.open:
+        scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
+        if len(scaled):
+            w = ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()]
+            cases = sorted(str(c) for c in scaled["case"].dropna().unique())
+            if st.session_state.get("sweeps_whatif_case") not in cases:
+                st.session_state["sweeps_whatif_case"] = cases[0]
+            case = tab.selectbox("What-if case", cases, key="sweeps_whatif_case",
+                                 help="The what-if chart follows one case: every planner and machine it ran on.")
+            tab.plotly_chart(figures.whatif_figure(w[w["case"].astype(str) == case]), key="sweeps_whatif_chart")
+        else:
+            tab.info("This selection has no what-if rows (link bandwidth scaled).")
 
 
 def main():
