@@ -592,10 +592,11 @@ def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str 
         except Exception as e:  # noqa: BLE001 - only the compiler's out-of-memory verdict is kept
             if "RESOURCE_EXHAUSTED" not in str(e):
                 raise
-            row.update({f"{key}_temp_bytes": None, f"{key}_oom": str(e).strip().splitlines()[0][:300],
+            row.update({f"{key}_temp_bytes": None, f"{key}_peak_bytes": None,
+                        f"{key}_oom": str(e).strip().splitlines()[0][:300],
                         f"{key}_full_remat": None, f"{key}_collectives": []})
             continue
-        row.update({f"{key}_temp_bytes": r.temp_bytes, f"{key}_oom": None, f"{key}_full_remat": r.full_remat,
-                    f"{key}_collectives": r.collectives})
+        row.update({f"{key}_temp_bytes": r.temp_bytes, f"{key}_peak_bytes": r.peak_bytes, f"{key}_oom": None,
+                    f"{key}_full_remat": r.full_remat, f"{key}_collectives": r.collectives})
         row["compile_s"] += r.compile_s
     return row

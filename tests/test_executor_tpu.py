@@ -280,6 +280,8 @@ def test_tpu_memory_counts():
     assert sh["ours_lt_xla_where_remat"] == 1 and gs["partitioner"] == "gspmd"
     row = next(r for r in rep["rows"] if r["case"] == "jax-21562-4x2")
     assert row["shardy_full_remat"] and row["ours_temp_bytes"] < row["shardy_temp_bytes"]
+    # the compiler's peak (every memory space) is counted where XLA rematerialises, too
+    assert 0 < row["ours_peak_bytes"] < row["shardy_peak_bytes"] and sh["ours_peak_lt_xla_where_remat"] == 1
     # a program the compiler rejects as larger than HBM counts as needing more than ours
     fake = [{"profile": "p", "status": "ok", "ours_temp_bytes": 5, "shardy_temp_bytes": None,
              "shardy_full_remat": None, "gspmd_temp_bytes": 4, "gspmd_full_remat": False}]

@@ -132,11 +132,15 @@ def remat_text(s: synth.Schedule) -> str | None:
         return (f"step {i}, {op.kind} `{op.label or op.kind}`, grows each device's buffer from "
                 f"{fmt_bytes(op.in_bytes)} to {fmt_bytes(op.out_bytes)} ({grow:.0f}x): the whole array, "
                 f"{op.out_bytes / max(final, 1):.0f}x the {fmt_bytes(final)} each device keeps at the end. "
-                + (str(s.meta.get("full_remat_reason")) if s.meta.get("full_remat_reason") else "")
-                + _memory_text(s))
+                + _sentence(s.meta.get("full_remat_reason")) + _memory_text(s))
     if s.meta.get("full_remat"):
-        return str(s.meta.get("full_remat_reason") or "XLA reported a full rematerialization") + _memory_text(s)
+        return _sentence(s.meta.get("full_remat_reason") or "XLA reported a full rematerialization") + _memory_text(s)
     return None
+
+
+def _sentence(text) -> str:
+    text = str(text or "").strip()
+    return text if not text or text.endswith(".") else text + "."
 
 
 def _memory_text(s: synth.Schedule) -> str:
@@ -144,6 +148,6 @@ def _memory_text(s: synth.Schedule) -> str:
     temp, peak = s.meta.get("temp_bytes"), s.meta.get("compiled_peak_bytes")
     if temp is None or peak is None:
         return ""
-    where = (" (0 B of temporaries: the compiler keeps the buffer out of HBM temporaries, in another memory "
-             "space; the peak counts it)" if not temp else "")
-    return f" Compiled: {fmt_bytes(temp)} of temporaries, a peak of {fmt_bytes(peak)} per device{where}."
+    where = (" (the compiler keeps the buffer out of HBM temporaries, in another memory space; the peak "
+             "counts it)" if not temp else "")
+    return f" Compiled: {fmt_bytes(temp)} of temporaries{where}, a peak of {fmt_bytes(peak)} per device."

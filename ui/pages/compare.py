@@ -239,8 +239,9 @@ def _xla_steps(comp_scheds: dict) -> None:
     ours = next((s for n, s in comp_scheds.items() if n.startswith("ours")), None)
     for name, s in xs.items():
         why = xla_compare.remat_text(s)
+        nc = sum(1 for o in s.ops if not o.is_local)
         st.markdown(f"**{name}** ({s.meta.get('compiler', '?')}): {len(s.ops)} ops, "
-                    f"{sum(1 for o in s.ops if not o.is_local)} collectives; full rematerialization: "
+                    f"{nc} collective{'s' if nc != 1 else ''}; full rematerialization: "
                     + ("**YES**" if why else "no"))
         if why:
             peak = ours.meta.get("compiled_peak_bytes") if ours is not None else None
