@@ -195,7 +195,10 @@ def prepare_microbenchmarks(grid: dict, devices, progress=None, processes: int =
     out = []
     for i, spec in enumerate(specs):
         f, x = _micro_program(spec, devices, processes)
-        compiled = f.lower(x).compile()
+        from executor.run import _compiler_of, compile_guard, nbytes_and_devices
+
+        with compile_guard(f"calibration microbenchmark {spec.name}", _compiler_of(x), *nbytes_and_devices(x)):
+            compiled = f.lower(x).compile()
         sched = hlo_to_schedule(compiled.as_text(), num_devices=len(devices), name=spec.name)
         shape, sharding = x.shape, x.sharding
         del x

@@ -262,7 +262,7 @@ def _check_compile_memory(src, args, what):
     from synth.limits import check_memory
 
     nbytes = src.num_elems() * resolve_itemsize(args.dtype, args.itemsize)
-    check_memory(compile_host_bytes(nbytes), f"{what} {src}: the CPU compile")
+    check_memory(compile_host_bytes(nbytes, args.devices or 64), f"{what} {src}: the CPU compile")
 
 
 def _xla_schedule(args):

@@ -58,6 +58,11 @@ def compare(mesh, src, dst, *, itemsize: int | None = None, dtype: str | None = 
 
     # the host input, its expected output and the three programs' inputs and outputs
     check_array_memory(src.num_elems(), itemsize, 8, f"compare {src}")
+    from executor.run import compile_host_bytes  # the three programs' measured peak (executor.run)
+    from synth.limits import check_memory
+
+    check_memory(compile_host_bytes(src.num_elems() * itemsize, mesh.size),
+                 f"compare {src}: the cpu compiles and runs")
     x = make_input(src, dtype, seed)
     kw = dict(measure=False, devices=devices)
     results = {

@@ -2,9 +2,15 @@
 
 The phase on A and the phase on B are jitted ``shard_map`` programs on ``jax`` meshes over
 the meshes' own devices (the same lowering as every single-mesh plan). The transfer
-between them has two lowerings:
+between them has three lowerings:
 
-* ``p2p`` (one process): each piece is cut from its sender's shard, ``jax.device_put`` to
+* ``inplace`` (one process, CPU backend; the default there): each receiver's block is
+  allocated once and every piece is written straight into it from a view of its sender's
+  buffer, so no device stages anything (:meth:`CrossProgram._transfer_inplace`). On the
+  CPU backend device buffers are host memory, which is what makes this possible; on
+  GPU/TPU the same receive-into-the-destination needs a strided receive (NCCL) and is not
+  built here.
+* ``p2p`` (one process, any backend): each piece is cut from its sender's shard, ``jax.device_put`` to
   its receiver, and written into the receiver's block by a jitted
   ``dynamic_update_slice`` that donates the block (in place). A receiver whose block is a
   single piece takes the piece as its block; a device whose block on B is its block on A
@@ -108,10 +114,14 @@ class _Tracker:
         if not self.on:
             return
         now = _live_by_device()
-        for d, b in now.items():
-            v = b - self.base.get(d, 0) + (extra or {}).get(d, 0)
+        extra = extra or {}
+        for d in set(now) | set(extra):
+            v = now.get(d, 0) - self.base.get(d, 0) + extra.get(d, 0)
             self.peak[d] = max(self.peak.get(d, 0), v)
 
+
+#: The transfer lowerings (module doc): ``inplace`` and ``p2p`` in one process, ``ppermute`` in any.
+TRANSFERS = ("inplace", "p2p", "ppermute")
 
 _ZEROS: dict = {}
 
@@ -132,14 +142,29 @@ def _zeros_on(shape, dtype, dev):
 _PLACE = None
 
 
-def _place(buf, piece, offsets):
-    """``buf`` with ``piece`` written at ``offsets``, in place (``buf`` is donated)."""
+def _aligned_zeros(shape, dtype, align: int = 64):
+    """A zero numpy array whose data starts on an ``align``-byte boundary (the CPU client
+    adopts such a buffer on ``device_put`` instead of copying it)."""
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(n + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def _place(buf, piece, offsets, add: bool = False):
+    """``buf`` with ``piece`` written (``add``: added) at ``offsets``, in place (``buf`` is donated)."""
     global _PLACE
     import jax
 
     if _PLACE is None:
-        _PLACE = jax.jit(lambda b, p, *o: jax.lax.dynamic_update_slice(b, p, o), donate_argnums=0)
-    return _PLACE(buf, piece, *[np.int32(o) for o in offsets])
+        def write(b, p, *o):
+            return jax.lax.dynamic_update_slice(b, p, o)
+
+        def add_in(b, p, *o):
+            return jax.lax.dynamic_update_slice(b, jax.lax.dynamic_slice(b, o, p.shape) + p, o)
+
+        _PLACE = (jax.jit(write, donate_argnums=0), jax.jit(add_in, donate_argnums=0))
+    return _PLACE[1 if add else 0](buf, piece, *[np.int32(o) for o in offsets])
 
 
 @dataclass
@@ -157,11 +182,16 @@ class CrossProgram:
 
         from executor.run import jax_mesh
 
-        if transfer not in ("p2p", "ppermute"):
-            raise ExecutorError(f"transfer lowering must be 'p2p' or 'ppermute', got {transfer!r}")
-        if transfer == "p2p" and jax.process_count() > 1:
-            raise ExecutorError("the p2p transfer runs in one process; use transfer='ppermute' across processes")
+        if transfer not in TRANSFERS:
+            raise ExecutorError(f"transfer lowering must be one of {list(TRANSFERS)}, got {transfer!r}")
+        if transfer in ("p2p", "inplace") and jax.process_count() > 1:
+            raise ExecutorError(f"the {transfer} transfer runs in one process; use transfer='ppermute' across "
+                                "processes")
+        if transfer == "inplace" and any(d.platform != "cpu" for d in jax.devices()):
+            raise ExecutorError("the inplace transfer writes into device buffers through host views and runs on "
+                                "the CPU backend only; use transfer='p2p' on GPU/TPU")
         self.plan, self.kind = plan, transfer
+        self.host_staging_bytes = 0  # inplace: bytes of a block device_put had to copy (0 when aliased)
         self.devs_a = _devices(plan.src_mesh.device_ids)
         self.devs_b = _devices(plan.dst_mesh.device_ids)
         self.jmesh_a = jax_mesh(plan.pre.work_mesh, self.devs_a)
@@ -176,6 +206,8 @@ class CrossProgram:
         self.pos_b = {d: i for i, d in enumerate(plan.dst_mesh.device_ids)}
         self.local_b = tuple(x.mid_b.local_shape(B))
         self.lead = (1,) if x.mid_b.unreduced else ()
+        self.lead_a = (0,) if x.mid_a.unreduced else ()  # index of the part in a block with pending sums
+        self.sums = x.sums
         self.shared = x.shared_devices()
         by: dict[int, list] = {}
         for p in x.pieces:
@@ -204,10 +236,10 @@ class CrossProgram:
         i = self.pos_a[p.src]
         sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, self.sa[i]))
         blk = blocks_a[p.src]
-        if tuple(b - a for a, b in zip(p.start, p.stop)) == tuple(blk.shape) and all(
+        if not self.lead_a and tuple(b - a for a, b in zip(p.start, p.stop)) == tuple(blk.shape) and all(
                 a == o for a, o in zip(p.start, self.sa[i])):
             return blk
-        return blk[sl]
+        return blk[self.lead_a + sl]
 
     def _offsets(self, p):
         j = self.pos_b[p.dst]
@@ -216,7 +248,7 @@ class CrossProgram:
     def _whole(self, p) -> bool:
         """``p`` is the receiver's whole block (nothing else, no padding, nothing pending)."""
         j = self.pos_b[p.dst]
-        return not self.lead and tuple(p.start) == tuple(int(v) for v in self.sb[j]) and \
+        return not self.lead and not self.sums and tuple(p.start) == tuple(int(v) for v in self.sb[j]) and \
             tuple(b - a for a, b in zip(p.start, p.stop)) == self.local_b
 
     def _transfer_p2p(self, blocks_a, dtype, track):
@@ -238,9 +270,53 @@ class CrossProgram:
                 if self.lead:
                     piece = piece[None]
                 track.sample()
-                buf = _place(buf, piece, self._offsets(p))
+                buf = _place(buf, piece, self._offsets(p), self.sums)
                 del piece
             bufs[d] = buf
+        return bufs
+
+    def _transfer_inplace(self, blocks_a, dtype, track):
+        """Each receiver's block is allocated once, and every piece is written straight into
+        it from a view of its sender's buffer; nothing is staged on either device.
+
+        On the CPU backend a device buffer *is* host memory: ``np.asarray`` of a shard is a
+        view of its buffer (no copy), and ``jax.device_put`` of an aligned numpy block on a
+        CPU device adopts that memory as the device buffer (no copy). Worked example: device
+        4 of ``[8{b}]`` on ``b=2@4-5`` from ``[8{a}]`` on ``a=4@0-3``: a 4-element block is
+        allocated, elements 0-1 are copied in from device 0's buffer and 2-3 from device 1's,
+        and the block becomes device 4's buffer. While a block is filled it is counted on its
+        receiver (the tracker's ``extra``); if ``device_put`` copies instead of adopting, the
+        copy is counted as host staging (``host_staging_bytes``)."""
+        import jax
+
+        views = {d: np.asarray(b) for d, b in blocks_a.items()}
+        bufs = {}
+        for d in self.plan.dst_mesh.device_ids:
+            if d in self.shared:
+                bufs[d] = blocks_a[d]
+                continue
+            dev = self.dev[d]
+            block = _aligned_zeros(self.lead + self.local_b, np.dtype(dtype))
+            for p in self.by_dst.get(d, []):
+                i = self.pos_a[p.src]
+                src_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, self.sa[i]))
+                dst_sl = tuple(slice(o, o + (b - a)) for a, b, o in
+                               zip(p.start, p.stop, self._offsets(p)[len(self.lead):]))
+                got = views[p.src][self.lead_a + src_sl]
+                into = block[0] if self.lead else block
+                if self.sums:
+                    into[dst_sl] += got
+                else:
+                    into[dst_sl] = got
+            track.sample({dev.id: int(block.nbytes)})
+            buf = jax.device_put(block, dev)
+            buf.block_until_ready()
+            if np.asarray(buf).ctypes.data != block.ctypes.data:  # copied, not adopted
+                self.host_staging_bytes = max(self.host_staging_bytes, int(block.nbytes))
+            del block
+            bufs[d] = buf
+            track.sample()
+        del views
         return bufs
 
     def _rounds_setup(self):
@@ -298,7 +374,7 @@ class CrossProgram:
                 for p in self.by_dst.get(d, []):
                     if p.local:
                         piece = self._cut(blocks_a, p)
-                        bufs[d] = _place(bufs[d], piece[None] if self.lead else piece, self._offsets(p))
+                        bufs[d] = _place(bufs[d], piece[None] if self.lead else piece, self._offsets(p), self.sums)
         P = self.piece_shape
         sharding = NamedSharding(self.umesh, PartitionSpec("xm"))
         udevs = list(self.umesh.devices.flat)
@@ -325,7 +401,8 @@ class CrossProgram:
                 if p.dst in got:
                     ext = tuple(slice(0, b - a) for a, b in zip(p.start, p.stop))
                     piece = got[p.dst][(0,) + ext]
-                    bufs[p.dst] = _place(bufs[p.dst], piece[None] if self.lead else piece, self._offsets(p))
+                    bufs[p.dst] = _place(bufs[p.dst], piece[None] if self.lead else piece, self._offsets(p),
+                                         self.sums)
             del arr, out, got, locals_
         return bufs
 
@@ -348,6 +425,8 @@ class CrossProgram:
         dtype = xs.dtype
         if self.kind == "p2p":
             bufs = self._transfer_p2p(blocks_a, dtype, track)
+        elif self.kind == "inplace":
+            bufs = self._transfer_inplace(blocks_a, dtype, track)
         else:
             bufs = self._transfer_ppermute(blocks_a, dtype, track)
         del blocks_a, mid_a
@@ -424,14 +503,16 @@ def run_crossmesh(plan, x: np.ndarray | None = None, *, dtype: str | None = None
                   baseline: bool = True) -> dict:
     """Run ``plan`` (checked element by element) and, with ``baseline``, ``jax.device_put``
     to the target mesh; with ``measure``, time both (median of ``repeats`` after a warm-up)
-    and count their live bytes per device (module doc). ``transfer`` defaults to ``p2p`` in
-    one process and ``ppermute`` across processes."""
+    and count their live bytes per device (module doc). ``transfer`` defaults to ``inplace``
+    in one process on CPU devices, ``p2p`` in one process on others and ``ppermute`` across
+    processes."""
     import jax
 
     from executor.run import _enable_x64_if, make_input, resolve_dtype
 
     if transfer is None:
-        transfer = "p2p" if jax.process_count() == 1 else "ppermute"
+        transfer = "ppermute" if jax.process_count() > 1 else (
+            "inplace" if all(d.platform == "cpu" for d in jax.devices()) else "p2p")
     dtype, _ = resolve_dtype(dtype if x is None else str(x.dtype), None if x is not None else plan.itemsize)
     _enable_x64_if(dtype)
     if x is None:
@@ -465,8 +546,10 @@ def run_crossmesh(plan, x: np.ndarray | None = None, *, dtype: str | None = None
         res["temp_bytes_max_device"] = max(temps.values()) if temps else 0
         res["peak_bytes_per_device"] = {int(k): int(v) for k, v in sorted(peak.items())}
         res["peak_bytes_max_device"] = max(peak.values()) if peak else 0
-        res["peak_bytes_total"] = int(sum(peak.values()))
-        res["model_live_bytes_max_device"] = int(plan.live_bytes_max_device)
+        res["host_staging_bytes"] = int(prog.host_staging_bytes)
+        res["peak_bytes_total"] = int(sum(peak.values())) + int(prog.host_staging_bytes)
+        res["model_live_bytes_max_device"] = int(plan.live_bytes_in_place_max_device if transfer == "inplace"
+                                                 else plan.live_bytes_max_device)
         ts = []
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -561,18 +644,30 @@ def run_cases(n: int = 20, seed: int = 0, repeats: int = 10, progress=None) -> d
     from synth.crossmesh import plan_crossmesh, seeded_cases
 
     rows = []
+    one = jax.process_count() == 1
     for i, c in enumerate(seeded_cases(n, seed)):
+        # in one process the plan is ranked for the inplace transfer (nothing staged); across
+        # processes, for the ppermute transfer (pieces staged in their rounds)
         plan = plan_crossmesh(c["src_mesh"], c["src"], c["dst_mesh"], c["dst"], num_devices=len(jax.devices()),
-                              objective="memory")
+                              objective="memory-inplace" if one else "memory")
         r = run_crossmesh(plan, repeats=repeats, seed=seed + i)
         dp = r.get("device_put") or {}
+        if one:  # the same plan with the portable p2p transfer (one device_put per piece)
+            q = run_crossmesh(plan, repeats=repeats, seed=seed + i, transfer="p2p", baseline=False)
+            p2p = {"p2p_correct": bool(q["correct"]), "p2p_time_s": q.get("time_s"),
+                   "p2p_peak_bytes_max_device": q.get("peak_bytes_max_device"),
+                   "p2p_buffer_bytes_max_device": q.get("buffer_bytes_max_device"),
+                   "p2p_model_live_bytes_max_device": q.get("model_live_bytes_max_device")}
+        else:
+            p2p = {}
         row = {**c, "mode": plan.mode, "correct": bool(r["correct"]), "checked_shards": r["checked_shards"],
                "buffer_bytes_max_device": r.get("buffer_bytes_max_device"),
                "temp_bytes_max_device": r.get("temp_bytes_max_device"),
                "time_s": r.get("time_s"), "peak_bytes_max_device": r.get("peak_bytes_max_device"),
                "peak_bytes_total": r.get("peak_bytes_total"),
                "model_live_bytes_max_device": r.get("model_live_bytes_max_device"),
-               "staging_bytes": plan.staging_bytes, "transfer": r["transfer"]}
+               "host_staging_bytes": r.get("host_staging_bytes"),
+               "staging_bytes": plan.staging_bytes, "transfer": r["transfer"], **p2p}
         if "error" in r:
             row["error"] = r["error"]
         if dp:
@@ -583,13 +678,19 @@ def run_cases(n: int = 20, seed: int = 0, repeats: int = 10, progress=None) -> d
         rows.append(row)
         if progress:
             progress(i + 1, n, c["name"])
+    for r in rows:
+        r["correct"] = r["correct"] and r.get("p2p_correct", True)
+        dpk = r.get("device_put_peak_bytes_max_device")
+        r["peak_le_device_put"] = None if dpk is None else bool(r["peak_bytes_max_device"] <= dpk)
     flags = _gather_ints([int(r["correct"]) for r in rows] + [r["checked_shards"] for r in rows])
     k = len(rows)
     for i, r in enumerate(rows):
         r["correct"] = all(f[i] == 1 for f in flags)
         r["checked_shards"] = int(sum(f[k + i] for f in flags))
         r["dst_devices"] = len(__import__("synth").Mesh.parse(r["dst_mesh"]).device_ids)
+    cmp = [r["peak_le_device_put"] for r in rows if r["peak_le_device_put"] is not None]
     return {"cases": rows, "processes": jax.process_count(), "devices": len(jax.devices()),
+            "peak_le_device_put": f"{sum(cmp)} of {len(cmp)}" if one else None,
             "all_correct": all(r["correct"] and r["checked_shards"] == r["dst_devices"] for r in rows)}
 
 
@@ -600,12 +701,13 @@ def print_cases(res: dict) -> None:
           f"process(es); every output checked element by element (timings on a shared machine)")
     head = f"{'case':16s} {'src mesh':16s} {'dst mesh':24s} {'ok':3s} {'ours':>9s} {'peak':>10s}"
     if res["processes"] == 1:
-        head += f" {'device_put':>10s} {'dp peak':>10s} {'dp +host':>10s}"
+        head += f" {'p2p peak':>10s} {'device_put':>10s} {'dp peak':>10s} {'dp +host':>10s}"
     print(head)
     for r in res["cases"]:
         line = (f"{r['name']:16s} {r['src_mesh']:16s} {r['dst_mesh']:24s} {'yes' if r['correct'] else 'NO':3s} "
                 f"{fmt_time(r['time_s']):>9s} {fmt_bytes(r['peak_bytes_max_device']):>10s}")
         if res["processes"] == 1:
+            line += f" {fmt_bytes(r.get('p2p_peak_bytes_max_device')):>10s}"
             if r.get("device_put_correct") is None:
                 line += "  (jax.device_put refuses an uneven sharding)"
             else:
@@ -613,6 +715,9 @@ def print_cases(res: dict) -> None:
                          f" {fmt_bytes(r['device_put_peak_bytes_total']):>10s}")
         print(line)
     print("all correct: " + ("yes" if res["all_correct"] else "NO"))
+    if res.get("peak_le_device_put"):
+        print(f"our peak (inplace transfer) <= jax.device_put's, per device: {res['peak_le_device_put']} cases "
+              "(device_put refuses the others)")
 
 
 def _member_env(port: int, i: int, n: int, local: int) -> dict:

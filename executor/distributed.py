@@ -115,21 +115,105 @@ def check_layout(processes: int, devices: int | None) -> int:
     return devices // processes
 
 
-def initialize(cluster: bool = False) -> dict:
+#: The join deadline: seconds a member waits for every process of the run to reach the
+#: coordinator (``jax.distributed.initialize``). Members start together, so this covers the
+#: spread of their start-up times, not the start-up itself. A slow host raises it with
+#: ``--join-timeout S`` or ``REDIST_JOIN_TIMEOUT_S``, within ``JOIN_BOUNDS_S``.
+ENV_JOIN = "REDIST_JOIN_TIMEOUT_S"
+JOIN_DEFAULT_S = 10.0
+JOIN_BOUNDS_S = (1.0, 600.0)
+#: JAX's own deadline is set this much later than ours, so that our one line comes first
+#: (JAX's ends the process with a fatal log and a native stack trace, exit status 134).
+_JAX_GRACE_S = 5
+
+
+def join_timeout_s(value: float | str | None = None, what: str = "--join-timeout") -> float:
+    """The join deadline: ``value`` (the flag) if given, else ``REDIST_JOIN_TIMEOUT_S``,
+    else 10 s; a finite number of seconds in ``JOIN_BOUNDS_S``, else one line."""
+    import math
+
+    if value is None:
+        env = os.environ.get(ENV_JOIN, "").strip()
+        if not env:
+            return JOIN_DEFAULT_S
+        value, what = env, ENV_JOIN
+    lo, hi = JOIN_BOUNDS_S
+    try:
+        v = float(str(value)[:32])
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or not lo <= v <= hi:
+        raise ExecutorError(f"{what}={str(value)[:32]!r}: the join deadline must be a number of seconds "
+                            f"between {lo:g} and {hi:g} (default {JOIN_DEFAULT_S:g})")
+    return v
+
+
+def join_error(coordinator: str, deadline_s: float, process: int | None = None,
+               processes: int | None = None) -> str:
+    """The one line of a member that did not see the whole run join in time."""
+    who = f"process {process} of {processes}" if process is not None else "this process"
+    return (f"{who} could not join the run at coordinator {coordinator} within {deadline_s:g} s "
+            "(another process of the run never reached it, or the coordinator is not up); "
+            f"check that every process started, or on a slow host raise the deadline with "
+            f"--join-timeout S or {ENV_JOIN}=S (at most {JOIN_BOUNDS_S[1]:g})")
+
+
+class _JoinWatchdog:
+    """Ends the process with one error line (exit status 2) if the join has not returned
+    within ``deadline_s``: JAX's own timeout aborts the process with a native stack trace,
+    and its wait releases the GIL, so a daemon thread can speak first.
+
+    Example: process 0 of 2 alone, deadline 2 s -> at 2 s ``error: process 0 of 2 could
+    not join the run at coordinator 127.0.0.1:23456 within 2 s (...)`` and exit 2."""
+
+    def __init__(self, message: str, deadline_s: float):
+        import threading
+
+        self.message, self.done = message, threading.Event()
+        self.thread = threading.Thread(target=self._watch, args=(deadline_s,), name="join-deadline", daemon=True)
+
+    def _watch(self, deadline_s: float):
+        if self.done.wait(deadline_s):
+            return
+        try:
+            from synth.cliutil import report_error
+
+            report_error(ExecutorError(self.message), sys.argv[1:])
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(2)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        return False
+
+
+def initialize(cluster: bool = False, join_s: float | None = None) -> dict:
     """Join the run (see the module doc) and start JAX's backend. Returns
-    ``{"process": i, "processes": N, "local_devices": d, "devices": D}``."""
+    ``{"process": i, "processes": N, "local_devices": d, "devices": D}``.
+
+    ``join_s`` is the join deadline (default :func:`join_timeout_s`: 10 s, or
+    ``REDIST_JOIN_TIMEOUT_S``): a process of the run that never comes up makes every other
+    one end within it, with one line naming the coordinator, the deadline and the fix."""
     global _INITIALIZED
     import jax
 
     if not _INITIALIZED:
+        deadline = join_timeout_s(join_s)
+        jax_timeout = int(deadline) + _JAX_GRACE_S
         if is_member():
             os.environ.setdefault("JAX_PLATFORMS", "cpu")
             coord, num, pid, local = member_layout()
             jax.config.update("jax_num_cpu_devices", local)
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
-            # members start together; 120 s covers N interpreters importing JAX on a busy host
-            jax.distributed.initialize(coord, num_processes=num, process_id=pid, initialization_timeout=120,
-                                       heartbeat_timeout_seconds=30)
+            with _JoinWatchdog(join_error(coord, deadline, pid, num), deadline):
+                jax.distributed.initialize(coord, num_processes=num, process_id=pid,
+                                           initialization_timeout=jax_timeout, heartbeat_timeout_seconds=30)
         elif cluster:
             plats = os.environ.get("JAX_PLATFORMS", "")
             if plats in ("", "cpu"):
@@ -138,7 +222,8 @@ def initialize(cluster: bool = False) -> dict:
                 except Exception:  # noqa: BLE001
                     pass
             try:
-                jax.distributed.initialize()
+                with _JoinWatchdog(join_error("(found by the cluster launcher)", deadline), deadline):
+                    jax.distributed.initialize(initialization_timeout=jax_timeout)
             except Exception as e:  # noqa: BLE001 - JAX's message names what it could not find
                 raise ExecutorError(f"--cluster: jax.distributed.initialize() found no cluster "
                                     f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
@@ -261,19 +346,49 @@ class _Relay:
             sys.stderr.flush()
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived while the launcher waited on its members."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+def _on_sigterm():
+    """Turn SIGTERM into :class:`_Terminated` (so the members are ended and the temp
+    folder removed); returns the previous handler, or None off the main thread."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread: members still die with us (PR_SET_PDEATHSIG)
+        return None
+
+
+def _restore_sigterm(old) -> None:
+    if old is not None:
+        try:
+            signal.signal(signal.SIGTERM, old)
+        except ValueError:  # pragma: no cover
+            pass
+
+
 def launch(argv: list[str], processes: int, devices: int, port: int | None = None,
-           timeout_s: float | None = None, env: dict | None = None) -> str:
+           timeout_s: float | None = None, env: dict | None = None, join_s: float | None = None) -> str:
     """Run ``python -m executor <argv>`` as ``processes`` members on this host; return
     process 0's stdout. Any member failing stops all of them and raises one
-    :class:`ExecutorError` naming the process and its error."""
+    :class:`ExecutorError` naming the process and its error; a member that never reaches
+    the coordinator makes the others fail within the join deadline (``join_s``, passed to
+    the members as ``REDIST_JOIN_TIMEOUT_S``); SIGTERM ends every member and is one line."""
     local = check_layout(processes, devices)
     port = check_port(port) if port is not None else free_port()
     base = dict(os.environ if env is None else env)
     base.pop("XLA_FLAGS", None)  # each member sets its own device count
     base.update({ENV_COORD: f"127.0.0.1:{port}", ENV_NUM: str(processes), ENV_LOCAL: str(local),
                  "JAX_PLATFORMS": "cpu"})
+    if join_s is not None:
+        base[ENV_JOIN] = repr(float(join_timeout_s(join_s)))
     tmp = Path(tempfile.mkdtemp(prefix="redist-procs-"))
     procs, outs, errs = [], [], []
+    old_term = _on_sigterm()
     try:
         for i in range(processes):
             e = dict(base, **{ENV_ID: str(i)})
@@ -297,7 +412,12 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
                 text = errs[i].read()
                 code = codes[i]
                 why = f"exit status {code}" if code > 0 else f"killed by signal {-code}"
-                raise ExecutorError(f"process {i} of {processes} failed ({why}): {_error_line(text)}")
+                if "DEADLINE_EXCEEDED" in text and "RegisterTask" in text:  # JAX's own join timeout fired
+                    raise ExecutorError(join_error(base[ENV_COORD], join_timeout_s(join_s), i, processes))
+                line = _error_line(text)
+                if code == 2 and line.startswith(f"process {i} of {processes} could not join"):
+                    raise ExecutorError(line)  # the member's own join line says it all
+                raise ExecutorError(f"process {i} of {processes} failed ({why}): {line}")
             if all(c == 0 for c in codes):
                 break
             if deadline is not None and time.monotonic() > deadline:
@@ -306,7 +426,11 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
         outs[0].flush()
         outs[0].seek(0)
         return outs[0].read()
+    except _Terminated:
+        raise ExecutorError(f"stopped by SIGTERM: the {len(procs)} of {processes} processes started "
+                            "were ended") from None
     finally:
+        _restore_sigterm(old_term)
         for p in procs:
             if p.poll() is None:
                 p.kill()
@@ -324,13 +448,17 @@ def launch(argv: list[str], processes: int, devices: int, port: int | None = Non
 
 def add_arguments(p) -> None:
     """``--processes``, ``--port`` and ``--cluster`` for a command that can span processes."""
-    from synth.limits import int_arg
+    from synth.limits import float_arg, int_arg
 
     p.add_argument("--processes", type=int_arg(1, "cpu_devices"), default=1,
                    help="local processes (jax.distributed, gloo over loopback), each owning "
                         "devices/processes CPU devices (default: %(default)s)")
     p.add_argument("--port", type=int_arg(1, maximum=65535), default=None,
                    help="coordinator port on 127.0.0.1 for --processes (default: a free one)")
+    p.add_argument("--join-timeout", type=float_arg(*JOIN_BOUNDS_S), default=None, metavar="S",
+                   help=f"seconds every process waits for the whole run to reach the coordinator "
+                        f"(jax.distributed) before it fails in one line (default: {ENV_JOIN}, else "
+                        f"{JOIN_DEFAULT_S:g}; {JOIN_BOUNDS_S[0]:g} to {JOIN_BOUNDS_S[1]:g})")
     p.add_argument("--cluster", action="store_true",
                    help="this process is one of many started by a cluster launcher (srun, mpirun, a TPU "
                         "pod): call jax.distributed.initialize() and let it find the coordinator")
@@ -346,18 +474,21 @@ def dispatch(args, argv, run_command):
                                 "by the cluster's launcher")
         check_layout(n, args.devices)
         check_processes_memory(n, args.devices, f"--processes {n} --devices {args.devices}")
+        join_timeout_s(getattr(args, "join_timeout", None))  # a bad REDIST_JOIN_TIMEOUT_S: one line now
         text = launch(list(argv), n, args.devices, port=getattr(args, "port", None))
         sys.stdout.write(text)
         return None
     if n == 1 and getattr(args, "port", None) is not None and not is_member():
         raise ExecutorError("--port is for --processes N > 1")
+    if is_member() or getattr(args, "cluster", False):
+        join_timeout_s(getattr(args, "join_timeout", None))  # a bad value: one line before JAX starts
     if is_member():
         member_layout()  # a partial set of the variables: one line, before JAX starts
     elif getattr(args, "devices", None):
         check_processes_memory(1, args.devices, f"--devices {args.devices}")
     if is_member() or getattr(args, "cluster", False):
         quiet_native_stdout()
-        initialize(cluster=getattr(args, "cluster", False))
+        initialize(cluster=getattr(args, "cluster", False), join_s=getattr(args, "join_timeout", None))
         out = run_command(args)
         if process_index() != 0:
             return None

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from executor.errors import ExecutorError
+from synth.errors import RedistributionError
 
 MAX_HLO_BYTES = 64 * 2**20
 MAX_HLO_FILES = 256
@@ -308,7 +309,6 @@ def load_function(spec: str):
 
 
 def _parse_arg(text: str, smesh, default_dtype: str):
-    from synth.errors import RedistributionError
     from synth.types import parse_type
 
     dtype, sep, t = text.partition(":") if re.match(r"^[a-z][a-z0-9]*:\s*\[", text) else ("", "", text)
@@ -338,7 +338,6 @@ def doctor_program(spec: str, mesh: str | None = None, args: list[str] | None = 
     dtype = dtype or conf.get("dtype", "float32")
     if not mesh or not args:
         raise ExecutorError(f"doctor: {spec}: give --mesh and one --arg per input (or a DOCTOR dict in the file)")
-    from synth.errors import RedistributionError
 
     try:
         smesh = Mesh.of(mesh)
@@ -371,13 +370,14 @@ def doctor_program(spec: str, mesh: str | None = None, args: list[str] | None = 
         sds = [jax.ShapeDtypeStruct(t.shape, jnp.dtype(d), sharding=NamedSharding(jmesh, _pspec(t))) for t, d in typed]
     except TypeError as e:
         raise ExecutorError(f"doctor: an --arg dtype is not a JAX dtype ({e})") from None
-    from executor.run import capture_fd2
+    from executor.run import capture_fd2, compile_guard
 
     try:
-        with jax.set_mesh(jmesh), capture_fd2() as cap:
+        with jax.set_mesh(jmesh), compile_guard(f"doctor: {spec}", str(jmesh.devices.flat[0].platform),
+                                                devices=jmesh.size), capture_fd2() as cap:
             traced = jax.jit(fn).trace(*sds)
             compiled = traced.lower().compile()
-    except ExecutorError:
+    except RedistributionError:  # the guard's one line (memory), or ours
         raise
     except Exception as e:  # noqa: BLE001 - the user's program does not compile: one line
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
@@ -455,7 +455,6 @@ def _add_plans(rep: Report, jaxpr, typed, smesh, path):
     our plan for it and its ``reshard`` line (see the module docstring). Constraints are
     matched to sequences by their frames in the user's file (the same Python stack JAX
     records in the HLO's op metadata); nested jaxprs (inner ``jax.jit``) are followed."""
-    from synth.errors import RedistributionError
     from synth.planners import synthesize
     from synth.types import ArrayType
 

@@ -50,18 +50,70 @@ class Step:
     t_in: ArrayType
     t_out: ArrayType
     mesh: Mesh
+    #: The plan's collectives this step does at once (empty: just ``op``); see :func:`fuse_steps`.
+    fused: tuple = ()
 
     @property
     def comment(self) -> str:
+        if self.fused:
+            return (f"steps {self.index + 1}-{self.index + len(self.fused)}: "
+                    f"{' ; '.join(str(c) for c in self.fused)}, lowered as one {self.op}  {self.t_in} -> "
+                    f"{self.t_out}  local {self.t_in.local_shape(self.mesh)} -> {self.t_out.local_shape(self.mesh)}")
         return (f"step {self.index + 1}: {self.op if self.op.kind != 'all_permute' else 'AllPermute'}"
                 f"  {self.t_in} -> {self.t_out}  local {self.t_in.local_shape(self.mesh)} -> "
                 f"{self.t_out.local_shape(self.mesh)}")
 
 
 def plan_steps(plan: Plan) -> list[Step]:
+    """The steps the program runs: the plan's steps, with the adjacent pairs that
+    :func:`fuse_steps` merges into one collective merged."""
     wt = plan.work_types
-    return [Step(i, c, a, b, plan.work_mesh)
-            for i, (c, a, b) in enumerate(zip(plan.steps, wt[:-1], wt[1:]))]
+    return fuse_steps([Step(i, c, a, b, plan.work_mesh)
+                       for i, (c, a, b) in enumerate(zip(plan.steps, wt[:-1], wt[1:]))])
+
+
+def _fused_pair(first: Step, second: Step):
+    """The one collective that does ``first`` then ``second``, or ``None``.
+
+    One pattern: ``ReduceScatter(d1, A)`` then ``AllToAll(d1 -> d0, A)`` over the same
+    axes is ``ReduceScatter(d0, A)``. Example (``vocab-50257-embedding-grad-8``):
+    ``[50257, 1024]{U:data} -> ReduceScatter(1, data) -> [50257, 1024{data}] ->
+    AllToAll(1->0, data) -> [50257{data}, 1024]``; a planner takes the detour because
+    dim 0 does not divide by 8, but lowered as two collectives, XLA's GPU compiler
+    first transposes the whole partial sum (196 MiB) so that dim 1 is major, and keeps
+    it as temp next to the scattered result (220.9 MiB of temp against XLA's 196.3 MiB).
+    One reduce-scatter of the uneven dim 0 (an all-reduce in place and this device's
+    rows, :class:`_ReduceScatter`) needs no transpose. The merged op is kept only if
+    the type rule gives exactly the second step's output type, so the data rule (and the
+    element-by-element check of every run) is the plan's."""
+    from synth.collectives import AllToAll, ReduceScatter
+    from synth.errors import RedistributionError
+
+    a, b = first.op, second.op
+    if not (isinstance(a, ReduceScatter) and isinstance(b, AllToAll)):
+        return None
+    if b.src_dim != a.dim or _names(a.axis) != _names(b.axis):
+        return None
+    op = ReduceScatter(b.dst_dim, a.axis)
+    try:
+        if op.apply(first.t_in, first.mesh) != second.t_out:
+            return None
+    except RedistributionError:
+        return None
+    return op
+
+
+def fuse_steps(steps: list[Step]) -> list[Step]:
+    """``steps`` with every adjacent pair that :func:`_fused_pair` merges replaced by the
+    merged step (it keeps the first step's index and input type, the second's output)."""
+    out: list[Step] = []
+    for st in steps:
+        op = _fused_pair(out[-1], st) if out else None
+        if op is not None:
+            prev = out.pop()
+            st = Step(prev.index, op, prev.t_in, st.t_out, st.mesh, fused=prev.fused + (prev.op,) + st.fused + (st.op,))
+        out.append(st)
+    return out
 
 
 # -- permutes: rounds of partial permutations ----------------------------------------
@@ -279,7 +331,6 @@ class _ReduceScatter:
 
     @staticmethod
     def emit(block, step: Step):
-        import jax.numpy as jnp
         from jax import lax
 
         c = step.op
@@ -290,14 +341,12 @@ class _ReduceScatter:
             # An uneven whole dim (e.g. 50257 rows over 8: blocks of 6283, 7 rows of padding).
             # Padding it for psum_scatter copies the whole partial, which a TPU allocates as
             # temp (vocab-50257-embedding-grad-8: 392.69 MiB against XLA's 196.34 MiB). So,
-            # as XLA does: all-reduce in place, then keep this device's block. The last
-            # block is shorter than ``fine``; its window is taken ``fine`` rows back from the
-            # end and rolled so that its own rows come first (the rest is padding).
-            full = lax.psum(block, jax_axes(c.axis))
-            idx = _group_index(step.mesh, c.axis)
-            start = jnp.minimum(idx * fine, have - fine)
-            w = lax.dynamic_slice_in_dim(full, start, fine, axis=c.dim)
-            return jnp.roll(w, start - idx * fine, axis=c.dim)
+            # as XLA does: all-reduce in place, then keep this device's block: a slice of the
+            # sum padded to whole blocks, which the compiler fuses into one loop that reads
+            # the sum (the pad is never materialised; a window and a roll of it cost 3 more
+            # copies on TPU).
+            full = _pad_to(lax.psum(block, jax_axes(c.axis)), c.dim, n * fine)
+            return lax.dynamic_slice_in_dim(full, _group_index(step.mesh, c.axis) * fine, fine, axis=c.dim)
         # Scattered along its own dim, as XLA writes its own reduce-scatter: a TPU compiles
         # it in place (bringing the pieces to the front first made it an all-reduce there).
         return lax.psum_scatter(block, jax_axes(c.axis), scatter_dimension=c.dim, tiled=True)
@@ -309,11 +358,13 @@ class _ReduceScatter:
         fine = step.t_out.local_shape(step.mesh)[c.dim]
         li = step.t_in.local_shape(step.mesh)
         if li[c.dim] < n * fine:  # uneven whole dim: all-reduce in place, keep own block (see emit)
-            return [f"full = lax.psum(block, {jax_axes(c.axis)!r})  # uneven dim: no padded copy",
-                    f"idx = {_group_index_src(step.mesh, c.axis)}",
-                    f"start = jnp.minimum(idx * {fine}, {li[c.dim] - fine})",
-                    f"block = lax.dynamic_slice_in_dim(full, start, {fine}, axis={c.dim})",
-                    f"block = jnp.roll(block, start - idx * {fine}, axis={c.dim})  # own rows first"]
+            pad = ["(0, 0)"] * (c.dim + 1)
+            pad[c.dim] = f"(0, {n * fine - li[c.dim]})"
+            return [f"full = lax.psum(block, {jax_axes(c.axis)!r})  # uneven dim: all-reduce in place",
+                    f"full = jnp.pad(full, [{', '.join(pad)}] + [(0, 0)] * (full.ndim - {c.dim + 1}))"
+                    "  # fused into the slice: never materialised",
+                    f"block = lax.dynamic_slice_in_dim(full, ({_group_index_src(step.mesh, c.axis)}) * {fine}, "
+                    f"{fine}, axis={c.dim})"]
         return [f"block = lax.psum_scatter(block, {jax_axes(c.axis)!r}, "
                 f"scatter_dimension={c.dim}, tiled=True)"]
 

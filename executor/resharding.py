@@ -330,7 +330,10 @@ def _compiled_temp(fn, shape, dtype, src_sharding, dst_sharding, padded_in, padd
         return y
 
     sds = jax.ShapeDtypeStruct(padded_in or shape, dtype, sharding=src_sharding)
-    with capture_fd2():
+    from executor.run import _compiler_of, compile_guard
+
+    with compile_guard(f"reshard of a {tuple(sds.shape)} {sds.dtype} array", _compiler_of(sds),
+                       devices=len(src_sharding.device_set)), capture_fd2():
         c = jax.jit(prog).lower(sds).compile()
     ma = c.memory_analysis()
     return (int(ma.temp_size_in_bytes) if ma is not None else None), c

@@ -94,6 +94,8 @@ def make_input(t: ArrayType, dtype: str = "float32", seed: int = 0) -> np.ndarra
 
     # the uint64 draw, its cast, and the device copies made from it
     check_array_memory(n, 8 + 2 * dt.itemsize, 1, f"the input array of {t}")
+    # the whole run over it (programs, outputs, checks): estimated, and one big run at a time
+    reserve_host_memory(f"a run over {t} ({dtype})", n * dt.itemsize)
     rng = np.random.default_rng(seed)
     if t.unreduced:
         return rng.integers(-_PART, _PART, size=t.shape, endpoint=True).astype(dt)
@@ -278,20 +280,185 @@ def capture_fd2():
 
 
 # -- compile memory ---------------------------------------------------------------------------
-#: Host memory of one CPU compile (and the process around it), measured as the peak RSS of
-#: ``executor xla-schedule`` on a loaded host: ``--mesh x=8``, [8{x}, N] -> [8, N{x}]: 530 MB at
-#: a 64 MiB array, 1.45 GB at 256 MiB (4.6 bytes per array byte); the app's default layout
-#: [R{data}, C{model}] -> P('model', 'data') on data=16,model=4 (64 devices), bfloat16: 286 MB
-#: at 8 MiB, 445 MB at 32 MiB (6.4 bytes per array byte). The estimate: 256 MiB + 8 bytes per
-#: array byte.
-COMPILE_BASE_BYTES = 256 << 20
-COMPILE_BYTES_PER_ARRAY_BYTE = 8
+#: The host memory of a process that compiles *and runs* programs over a real array on
+#: JAX's CPU backend: XLA's compile itself is flat in the array size (an ahead-of-time
+#: compile of the same program peaks at ~220 MiB from 8 MiB to 8 GiB, below), so what grows
+#: is the buffers: the host input, its device shards, each program's output and the
+#: element-by-element check. Measured as the peak RSS of the whole process tree (sampled
+#: every 20 ms; loaded 2-core host, JAX 0.10.2), the app's default layout
+#: ``[R{data}, 32768{model}] -> P('model','data')`` on ``data=16,model=4`` (64 CPU devices),
+#: bfloat16:
+#:
+#: ==========  =============================  ===================================
+#: array       ``executor compare`` (3 runs)  ``executor xla-schedule --check``
+#: ==========  =============================  ===================================
+#:   8 MiB     0.415 GiB                      0.272 GiB
+#:  32 MiB     0.575 GiB                      0.423 GiB
+#: 128 MiB     1.589 GiB                      1.035 GiB
+#: 256 MiB     2.955 GiB                      --
+#: ==========  =============================  ===================================
+#:
+#: ``compare`` grows by 10.7-10.9 bytes per array byte (the worst local path), and every
+#: CPU device costs about 1.5 MiB in any compile (below), so the estimate is 288 MiB +
+#: 1.5 MiB a device + 12 bytes per array byte (64 devices: 384 MiB + 12 B/B; the issue's
+#: 512 MiB case: 6.4 GiB). The previous 256 MiB + 8 B/B was below ``compare``'s measured
+#: 2.955 GiB at 256 MiB.
+COMPILE_BASE_BYTES = 288 << 20
+COMPILE_BYTES_PER_ARRAY_BYTE = 12
+
+#: Ahead-of-time compiles (``jax.ShapeDtypeStruct`` input: no buffer exists) are flat in
+#: the array size and grow with the device count; measured peak RSS (same host and
+#: sampling), ``xla-schedule`` without ``--check``:
+#:
+#: * XLA's CPU backend, app layout on 64 devices: 0.218-0.219 GiB for 8 MiB, 512 MiB and
+#:   8 GiB arrays; ``--mesh x=N``, ``[64N{x}, 1024] -> [64N, 1024{x}]``: 0.211 GiB at N = 8,
+#:   0.777 GiB at 512, 2.807 GiB at 2048 (1.15-1.35 MiB a device: the CPU client's devices);
+#: * libtpu (``--target``): app layout on ``tpu-v4:4x4x4``, 0.377-0.384 GiB for the same
+#:   three sizes; ``x=N`` on ``tpu-v4:2x2x2`` (8) 0.382 GiB, ``tpu-v4:8x8x8`` (512) 0.410 GiB,
+#:   ``tpu-v5p:16x16x8`` (2048) 0.465 GiB (~40 KiB a chip);
+#: * XLA's GPU compiler: not measured here (no CUDA plugin installed); libtpu's figures
+#:   are used.
+#:
+#: Estimate: base + per device, each rounded up from the measurements.
+AOT_BASE_BYTES = {"cpu": 256 << 20, "tpu": 448 << 20, "gpu": 448 << 20}
+AOT_BYTES_PER_DEVICE = {"cpu": 1536 << 10, "tpu": 64 << 10, "gpu": 64 << 10}
+#: The layout the per-array-byte figure was measured on (its devices are in the base).
+_CALIBRATED_DEVICES = 64
 
 
-def compile_host_bytes(global_bytes: int) -> int:
-    """Estimated peak host memory of compiling (and holding the buffers of) one CPU
-    program over an array of ``global_bytes``."""
-    return COMPILE_BASE_BYTES + COMPILE_BYTES_PER_ARRAY_BYTE * int(global_bytes)
+def compile_host_bytes(global_bytes: int, devices: int = _CALIBRATED_DEVICES) -> int:
+    """Estimated peak host memory of a process that compiles and runs CPU programs over
+    an array of ``global_bytes`` on ``devices`` CPU devices (see ``COMPILE_BASE_BYTES``).
+    Example: 512 MiB on 64 devices -> 288 MiB + 96 MiB + 6 GiB = 6.375 GiB."""
+    return (COMPILE_BASE_BYTES + AOT_BYTES_PER_DEVICE["cpu"] * max(1, int(devices))
+            + COMPILE_BYTES_PER_ARRAY_BYTE * int(global_bytes))
+
+
+def aot_compile_host_bytes(compiler: str, devices: int = 1) -> int:
+    """Estimated peak host memory of one ahead-of-time compile by ``compiler`` (``cpu``,
+    ``tpu``/``libtpu``, ``gpu``, or a target spec such as ``tpu-v4:2x2x2``) for ``devices``
+    devices. Example: libtpu, 64 chips -> 448 MiB + 4 MiB; CPU, 2048 devices -> 256 MiB +
+    3 GiB."""
+    kind = _compiler_kind(compiler)
+    return AOT_BASE_BYTES[kind] + AOT_BYTES_PER_DEVICE[kind] * max(1, int(devices))
+
+
+def _compiler_kind(compiler: str) -> str:
+    """``cpu``, ``tpu`` or ``gpu`` for a compiler or target name (``cpu (ahead of time)``,
+    ``tpu-v4:2x2x2``, ``libtpu``, ``dgx-h100:8``, ``xla-gpu``); unknown names count as ``tpu``
+    (the largest base)."""
+    c = str(compiler).lower().removeprefix("calibrated/").removeprefix("xla-")
+    if c.startswith("cpu"):
+        return "cpu"
+    if "tpu" in c:
+        return "tpu"
+    if c.startswith(("gpu", "cuda", "rocm", "dgx", "gb200", "h100")):
+        return "gpu"
+    return "tpu"
+
+
+def compile_lock_path() -> str:
+    """The host's compile lock: ``compile.lock`` in the cache folder (``REDIST_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/redistribution-explorer``, else ``~/.cache/redistribution-explorer``),
+    a real folder of this user, never a link (one line otherwise); a per-user folder in the
+    temp folder when the cache cannot be created (read-only home)."""
+    import stat
+
+    from synth.fileio import FileError
+
+    env = os.environ.get("REDIST_CACHE_DIR", "").strip()
+    cands = [env] if env else [
+        os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                     "redistribution-explorer"),
+        os.path.join(tempfile.gettempdir(), f"redistribution-explorer-{os.getuid()}")]
+    last = None
+    for d in cands:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            st = os.lstat(d)
+        except OSError as e:
+            last = e
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise FileError(f"compile cache folder {d} is a symbolic link or not a folder; remove it, or set "
+                            "REDIST_CACHE_DIR to a folder of yours")
+        if st.st_uid != os.getuid():
+            raise FileError(f"compile cache folder {d} belongs to another user; set REDIST_CACHE_DIR to a "
+                            "folder of yours")
+        return os.path.join(d, "compile.lock")
+    raise FileError(f"no compile cache folder could be created ({last}); set REDIST_CACHE_DIR to a "
+                    "writable folder")
+
+
+#: The open lock file while this process holds the host's compile slot (kept until the
+#: process exits: its buffers outlive each compile, so the next big process waits for it).
+_SLOT = None
+
+
+def _take_compile_slot(what: str, need: int) -> None:
+    """Hold the host's compile slot (an exclusive ``flock``) for the rest of this process,
+    waiting at most ``COMPILE_WAIT_S`` for another process that holds it; says once on
+    stderr that it waits."""
+    global _SLOT
+    if _SLOT is not None:
+        return
+    import fcntl
+    import sys
+    import time
+
+    from synth.fileio import open_lock_file
+    from synth.limits import limit
+
+    wait_s = limit("compile_wait_s")
+    f = open_lock_file(compile_lock_path(), "compile lock file")
+    t0, said = time.monotonic(), False
+    while True:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if not said:
+                print(f"{what}: waiting for another big compile or run on this host to finish (two need about "
+                      f"{_fmt_b(2 * need)}, more than is available)", file=sys.stderr, flush=True)
+                said = True
+            if time.monotonic() - t0 > wait_s:
+                f.close()
+                raise CompileMemoryError(f"{what}: waited {wait_s:,} s for another big compile or run on this host "
+                                         f"(it needs about {_fmt_b(need)}, two do not fit); try again when it "
+                                         "has finished, or raise REDIST_LIMIT_COMPILE_WAIT_S") from None
+            time.sleep(0.2)
+    _SLOT = f
+
+
+def reserve_host_memory(what: str, global_bytes: int, devices: int = _CALIBRATED_DEVICES) -> int:
+    """Before the buffers of a CPU run over an array of ``global_bytes`` exist: refuse in
+    one line when :func:`compile_host_bytes` exceeds the memory available, and take the
+    host's compile slot when two such runs would not fit together (so a second big run
+    waits before it allocates anything, not after). Returns the estimate. Other backends
+    keep their buffers on the device: nothing is reserved."""
+    import sys
+
+    from synth.limits import available_memory_bytes, check_memory
+
+    jax = sys.modules.get("jax")
+    if jax is not None and jax.default_backend() != "cpu":
+        return 0
+    est = compile_host_bytes(global_bytes, devices)
+    check_memory(est, f"{what}: the cpu compile and run")
+    if 2 * est > available_memory_bytes():
+        _take_compile_slot(what, est)
+    return est
+
+
+def release_compile_slot() -> bool:
+    """Give the host's compile slot back (a long-lived process, e.g. a sweep worker, when
+    its big run's buffers are gone); True if this process held it."""
+    global _SLOT
+    f, _SLOT = _SLOT, None
+    if f is None:
+        return False
+    f.close()
+    return True
 
 
 def _fmt_b(n) -> str:
@@ -335,43 +502,71 @@ class CompileMemoryError(ExecutorError):
 
 
 @contextlib.contextmanager
-def compile_guard(what: str, compiler: str, global_bytes: int | None = None):
-    """Around one XLA compile. On CPU (where buffers are host memory) the host memory is
-    estimated first (:func:`compile_host_bytes`): refused in one line when it cannot fit,
-    and when two such compiles would not fit together they run one at a time (an
-    exclusive ``flock`` on a per-user lock file in the temp folder, shared by every
-    process of the project). A compile that fails for memory becomes one
-    :class:`ExecutorError` line: the case, the compiler and the bytes needed -- never a
-    RESOURCE_EXHAUSTED traceback."""
+def compile_guard(what: str, compiler: str, global_bytes: int | None = None, devices: int | None = None, *,
+                  rewrite: bool = True):
+    """Around every XLA compile the tool makes (``what`` names the case, ``compiler`` the
+    compiler: ``cpu``, ``tpu-v4:2x2x2``, ...):
+
+    1. the host memory is estimated -- :func:`compile_host_bytes` when the program is
+       compiled over a real CPU array of ``global_bytes``, else (ahead of time, no buffer)
+       :func:`aot_compile_host_bytes` for ``devices`` -- and refused in one line (case,
+       compiler, bytes) when it exceeds the memory available;
+    2. when two such processes would not fit together, this one takes the host's compile
+       slot (:func:`compile_lock_path`) and keeps it until it exits: a second big process
+       waits before its first compile;
+    3. a compile that fails for memory (``RESOURCE_EXHAUSTED``, ``MemoryError``) becomes one
+       :class:`CompileMemoryError` line: the case, the compiler and the bytes needed --
+       never a traceback (``rewrite=False`` leaves the failure to a caller that reads
+       XLA's own figures from it).
+
+    Example: 512 MiB on 64 CPU devices with 4 GiB available -> ``compare [8192{data},
+    32768{model}]: the cpu compile needs about 6.4 GiB of memory but 4.0 GiB is available
+    ...``."""
     from synth.limits import available_memory_bytes, check_memory
 
-    est = compile_host_bytes(global_bytes) if (global_bytes is not None and compiler.startswith("cpu")) else None
-    lock = None
-    if est is not None:
-        check_memory(est, f"{what}: the {compiler} compile")
-        if 2 * est > available_memory_bytes():  # two would not fit: one at a time
-            import fcntl
-
-            from synth.fileio import FileError, open_lock_file
-
-            path = os.path.join(tempfile.gettempdir(), f"redist-compile-{os.getuid()}.lock")
-            try:
-                lock = open_lock_file(path, "compile lock file")
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            except (FileError, OSError):
-                lock = None  # no lock file (read-only temp): compile anyway
+    if global_bytes is not None and _compiler_kind(compiler) == "cpu":
+        est = compile_host_bytes(global_bytes, devices or _CALIBRATED_DEVICES)
+    else:
+        est = aot_compile_host_bytes(compiler, devices or 1)
+    check_memory(est, f"{what}: the {compiler} compile")
+    if 2 * est > available_memory_bytes():  # two would not fit: one at a time
+        _take_compile_slot(what, est)
     try:
         yield est
     except Exception as e:  # noqa: BLE001 - only memory failures are rewritten
-        why = _memory_failure(e)
+        why = _memory_failure(e) if rewrite else None
         if why is None:
             raise
-        need = f" (estimated {_fmt_b(est)} of host memory)" if est else ""
-        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; "
-                            "choose a smaller array or a larger machine") from None
-    finally:
-        if lock is not None:
-            lock.close()
+        host = _compiler_kind(compiler) == "cpu" or isinstance(e, MemoryError)  # else: the device's memory
+        need = f" (estimated {_fmt_b(est)} of host memory)" if host else ""
+        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; choose a "
+                                 "smaller array or a larger machine") from None
+
+
+def killed_line(what: str, compiler: str, need_bytes: int | None, returncode: int) -> str:
+    """One line for a compile subprocess that died (``returncode`` < 0: a signal; 137 and
+    -9 are the kernel's out-of-memory killer): the case, the compiler and the bytes the
+    estimate says it needs, instead of "exit status -9"."""
+    from synth.limits import available_memory_bytes
+
+    sig = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else None
+    need = f"; it needs about {_fmt_b(need_bytes)}" if need_bytes else ""
+    if sig == 9:
+        return (f"{what}: the {compiler} compile was killed by signal 9, most likely for memory{need} and "
+                f"{_fmt_b(available_memory_bytes())} is available now; choose a smaller array, or close "
+                "other work and try again")
+    how = f"killed by signal {sig}" if sig else f"exit status {returncode}"
+    return f"{what}: the {compiler} compile ended ({how}){need}; try again, or a smaller array"
+
+
+def nbytes_and_devices(x) -> tuple[int | None, int]:
+    """``(bytes of a real array's buffers or None for an abstract one, devices)`` of a
+    compile's input (what :func:`compile_guard` estimates from)."""
+    try:
+        devs = len(x.sharding.device_set)
+    except Exception:  # noqa: BLE001
+        devs = 1
+    return _nbytes(x), devs
 
 
 def _compiler_of(x) -> str:
@@ -508,7 +703,8 @@ def run_plan(plan: Plan, x: np.ndarray | None = None, *, dtype: str | None = Non
     pp = plan_program(plan, x, dtype, seed, devices, "run_plan")
     fn, xs, x, dst_w, mesh, jmesh, itemsize = pp.fn, pp.xs, pp.x, pp.dst_w, pp.mesh, pp.jmesh, pp.itemsize
     global_bytes = int(np.prod(plan.src.shape)) * itemsize
-    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", _compiler_of(xs), global_bytes), \
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {plan.mesh}", _compiler_of(xs), global_bytes,
+                       plan.mesh.size), \
             capture_fd2() as cap:
         compiled = fn.lower(xs).compile()
     return _finish(f"ours-{plan.planner}", compiled, compiled, xs, x, dst_w, mesh, jmesh, measure,
@@ -603,7 +799,8 @@ def compile_reduction(x, src: ArrayType, dst: ArrayType, mesh: Mesh, dst_shardin
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     try:
         fn = jax.jit(f, out_shardings=dst_sharding)
-        with compile_guard(f"XLA's reshard ({partitioner}) {src} -> {dst} on {mesh}", _compiler_of(x), _nbytes(x)), \
+        with compile_guard(f"XLA's reshard ({partitioner}) {src} -> {dst} on {mesh}", _compiler_of(x),
+                           *nbytes_and_devices(x)), \
                 capture_fd2() as cap:
             compiled = fn.lower(x).compile()
     finally:
@@ -622,7 +819,7 @@ def compile_identity(x, dst_sharding, partitioner: str):
     try:
         fn = jax.jit(lambda a: a, out_shardings=dst_sharding)
         what = f"XLA's reshard ({partitioner}) of a {tuple(x.shape)} {x.dtype} array"
-        with compile_guard(what, _compiler_of(x), _nbytes(x)), capture_fd2() as cap:
+        with compile_guard(what, _compiler_of(x), *nbytes_and_devices(x)), capture_fd2() as cap:
             compiled = fn.lower(x).compile()
     finally:
         jax.config.update("jax_use_shardy_partitioner", old)

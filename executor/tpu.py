@@ -421,6 +421,9 @@ class TpuCompiled:
     hlo_text: str = field(default="", repr=False)
     log: str = field(default="", repr=False)
     compiler: str = "libtpu"
+    #: the compiler's peak of live buffers per device (``memory_analysis().peak_memory_in_bytes``:
+    #: arguments, outputs, temporaries, every memory space); None where it reports none
+    peak_bytes: int | None = None
 
     @property
     def collectives(self) -> list[str]:
@@ -433,7 +436,7 @@ class TpuCompiled:
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "target": self.target, "compiler": self.compiler,
                 "compile_only": True, "temp_bytes": self.temp_bytes, "argument_bytes": self.argument_bytes,
-                "output_bytes": self.output_bytes, "full_remat": self.full_remat,
+                "output_bytes": self.output_bytes, "peak_bytes": self.peak_bytes, "full_remat": self.full_remat,
                 "full_remat_reason": self.remat_reason, "collectives": self.collectives,
                 "compile_s": self.compile_s}
 
@@ -454,14 +457,16 @@ def _finish(strategy, t, compiled, log, mesh, src, dst, itemsize, compile_s) -> 
     text = compiled.as_text()
     sched = hlo_to_schedule(text, num_devices=mesh.size, global_bytes=math.prod(src.shape) * itemsize,
                             name=f"{strategy} on {t.spec}: {mesh}", log=log)
+    from executor.extract import memory_meta
+
     mem = compiled.memory_analysis()
     sched.meta.update({"mesh": str(mesh), "src": str(src), "dst": str(dst), "itemsize": itemsize,
                        "strategy": strategy, "compiler": t.compiler, "target": t.spec,
                        "temp_bytes": int(mem.temp_size_in_bytes), "output_bytes": int(mem.output_size_in_bytes),
-                       "compile_s": compile_s, "compile_only": True})
+                       "compile_s": compile_s, "compile_only": True, **memory_meta(mem)})
     return TpuCompiled(strategy, t.spec, sched, int(mem.temp_size_in_bytes), int(mem.argument_size_in_bytes),
                        int(mem.output_size_in_bytes), compile_s, bool(sched.meta.get("full_remat")), text, log,
-                       t.compiler)
+                       t.compiler, sched.meta["compiled_peak_bytes"])
 
 
 def _dtype(dtype, itemsize):
@@ -514,7 +519,7 @@ def compile_plan(target, plan, *, dtype: str | None = None, placement=None) -> T
     t0 = time.perf_counter()
     from executor.run import compile_guard
 
-    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", t.spec), \
+    with compile_guard(f"our plan {plan.src} -> {plan.dst} on {mesh}", t.spec, devices=mesh.size), \
             capture_fd2() as cap:
         compiled = fn.lower(x).compile()
     return _finish(f"ours-{plan.planner}", t, compiled, cap["text"], mesh, plan.src, plan.dst, itemsize,

@@ -260,8 +260,9 @@ def _scale_bytes(s: Schedule, num: int, den: int) -> Schedule:
     ops = tuple(replace(o, in_bytes=sc(o.in_bytes), out_bytes=sc(o.out_bytes), send_bytes=sc(o.send_bytes),
                         recv_bytes=sc(o.recv_bytes)) for o in s.ops)
     meta = dict(s.meta)
-    for k in ("initial_bytes", "final_bytes", "peak_pair_bytes"):
-        if k in meta:
+    for k in ("initial_bytes", "final_bytes", "peak_pair_bytes", "temp_bytes", "output_bytes", "argument_bytes",
+              "alias_bytes", "compiled_peak_bytes"):
+        if isinstance(meta.get(k), int):
             meta[k] = sc(meta[k])
     return Schedule(s.num_devices, ops, s.name, meta)
 

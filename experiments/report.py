@@ -61,7 +61,7 @@ def load_rows(out_dir):
         old = df["xla_compiler"] if "xla_compiler" in df else None
         df["compiler"] = None if old is None else old.map({"tpu": "libtpu", "cpu": "xla-cpu"})
     df["compiler"] = df["compiler"].where(df["compiler"].notna(), "none")
-    for c in ("time_s", "comm_time_s", "local_time_s", "temp_bytes", "lower_bound_s", "time_over_lb", "peak_bytes", "bound_bytes", "max_shard_bytes",
+    for c in ("time_s", "comm_time_s", "local_time_s", "temp_bytes", "compiled_peak_bytes", "num_collectives", "lower_bound_s", "time_over_lb", "peak_bytes", "bound_bytes", "max_shard_bytes",
               "max_shard_over_bound", "peak_over_bound", "bandwidth_scale", "latency_scale", "itemsize",
               "measured_time_s", "measured_temp_bytes", "num_devices"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
@@ -124,9 +124,10 @@ class Report:
         lines = [
             f"| {p} vs | machine | compilers ({p} / other) | pairs | total: pairs | total: geomean speedup | "
             f"total: min | total: cases we lose | collectives only: geomean speedup | collectives only: min | "
-            f"local time, sum ({p} / other) | temp bytes {p} <= other | other over memory bound | "
+            f"local time, sum ({p} / other) | temp bytes {p} <= other | where XLA remats: {p} lower "
+            f"(temp / compiled peak) | other over memory bound | "
             f"{p} over memory bound | XLA full remat | geomean time/LB ({p} / other) |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in self.summary + self.by_machine:
             lines.append(
@@ -134,9 +135,20 @@ class Report:
                 f"{_fx(s['geomean_speedup'])} | {_fx(s['min_speedup'])} | {s['losses']} | "
                 f"{_fx(s['geomean_comm_speedup'])} | {_fx(s['min_comm_speedup'])} | "
                 f"{_us(s['local_time_ours_s'])} / {_us(s['local_time_other_s'])} | {s['temp_le']} | "
+                f"{s['temp_lt_remat']} / {s['peak_lt_remat']} | "
                 f"{_pct(s['other_over_bound_share'])} | {_pct(s['ours_over_bound_share'])} | "
                 f"{_pct(s['other_full_remat_share'])} | {_fx(s['geomean_time_over_lb_ours'])} / "
                 f"{_fx(s['geomean_time_over_lb_other'])} |")
+        over: dict = {}  # the same case against both of XLA's partitioners is listed once
+        for s in self.by_machine:
+            if s["vs"] in XLA:
+                for t in s.get("temp_over", []):
+                    over.setdefault((t["machine"], t["case"], t["temp_ours"], t["temp_other"], t["why"]),
+                                    []).append(s["vs"])
+        if over:
+            lines += ["", f"Compiled temp bytes of {p} above XLA's, and why:", ""]
+            lines += [f"- {m}, `{c}` (vs {', '.join(vs)}): {o} B against {x} B: {why}"
+                      for (m, c, o, x, why), vs in over.items()]
         return "\n".join(lines)
 
     def text(self) -> str:
@@ -144,7 +156,8 @@ class Report:
         out = [f"{self.config_name or self.out_dir}: {self.rows} rows ({st})", ""]
         hdr = (f"{'vs':12s} {'machine':10s} {'compilers':20s} {'pairs':>5s} {'total':>5s} {'geo total':>9s} "
                f"{'min':>6s} {'lose':>4s} {'geo comm':>8s} {'min comm':>8s} {'local ours/other':>20s} "
-               f"{'temp<=':>7s} {'oth>bnd':>7s} {'remat':>5s} {'t/LB ours':>9s} {'t/LB oth':>8s}")
+               f"{'temp<=':>7s} {'remat: lower temp/peak':>22s} {'oth>bnd':>7s} {'remat':>5s} {'t/LB ours':>9s} "
+               f"{'t/LB oth':>8s}")
         out += [hdr, "-" * len(hdr)]
         for s in self.summary + self.by_machine:
             out.append(
@@ -152,11 +165,16 @@ class Report:
                 f"{_fx(s['geomean_speedup']):>9s} {_fx(s['min_speedup']):>6s} {s['losses']:4d} "
                 f"{_fx(s['geomean_comm_speedup']):>8s} {_fx(s['min_comm_speedup']):>8s} "
                 f"{_us(s['local_time_ours_s']) + ' / ' + _us(s['local_time_other_s']):>20s} {s['temp_le']:>7s} "
+                f"{s['temp_lt_remat'] + ' / ' + s['peak_lt_remat']:>22s} "
                 f"{_pct(s['other_over_bound_share']):>7s} {_pct(s['other_full_remat_share']):>5s} "
                 f"{_fx(s['geomean_time_over_lb_ours']):>9s} {_fx(s['geomean_time_over_lb_other']):>8s}")
         for s in self.summary:
             if s["cases"]:
                 out.append(f"  vs {s['vs']}: max speedup on {s['max_case']}; min on {s['min_case']}")
+        for s in self.by_machine:
+            for t in s.get("temp_over", []):
+                out.append(f"  temp above {s['vs']} on {t['machine']}: {t['case']} {t['temp_ours']} B vs "
+                           f"{t['temp_other']} B: {t['why']}")
         out.append(f"  {COMPILER_NOTE}")
         if self.by_suite:
             out += ["", f"{'by suite':24s} {'vs':12s} {'pairs':>5s} {'geo total':>9s} {'min':>7s} {'lose':>4s} "
@@ -186,6 +204,28 @@ def _pct(x) -> str:
     return "-" if x is None or x != x else f"{100 * x:.0f}%"
 
 
+#: Temp bytes above the other side's by at most this much are the GPU compiler's bookkeeping:
+#: each async collective's ``-start`` keeps its operand tuple (8-16 B, aligned to 256 B) as a
+#: temp buffer, so a plan with one all-to-all more than XLA's needs 256 B more.
+BOOKKEEPING_BYTES = 4096
+
+
+def temp_over(j) -> list[dict]:
+    """The pairs of ``j`` (already those whose temp is above the other's) with why: a few
+    hundred bytes of per-collective bookkeeping, or a different plan (its collectives
+    against the other's; the compiled HLO of both is in ``docs/executor.md``)."""
+    out = []
+    for _, r in j.iterrows():
+        d = int(r["temp_bytes_ours"] - r["temp_bytes_other"])
+        no, nx = int(r["num_collectives_ours"]), int(r["num_collectives_other"])
+        n = f"{no} collective{'s' if no != 1 else ''} against {nx}"
+        why = (f"{d} B of async-collective bookkeeping ({n})" if d <= BOOKKEEPING_BYTES
+               else f"a different plan ({n}): its intermediates need {d / 2**20:.1f} MiB more")
+        out.append({"case": str(r["case"]), "machine": str(r["machine"]), "temp_ours": int(r["temp_bytes_ours"]),
+                    "temp_other": int(r["temp_bytes_other"]), "why": why})
+    return out
+
+
 def _stats(j, vs: str, machine: str) -> dict:
     """One summary row over the pairs ``j``: the total-time figures over the pairs whose
     two schedules come from the same compiler, the collectives-only figures over all."""
@@ -201,7 +241,7 @@ def _stats(j, vs: str, machine: str) -> dict:
                                 "geomean_memory_ours", "geomean_memory_other", "local_time_ours_s",
                                 "local_time_other_s"], nan))
         s.update({"losses": 0, "max_case": "", "min_case": "", "compilers": "-", "total_pairs": 0,
-                  "temp_le": "-", "temp_lt_remat": "-"})
+                  "temp_le": "-", "temp_lt_remat": "-", "peak_lt_remat": "-", "temp_over": []})
         return s
     s["compilers"] = compiler_label(j["compilers"])
     tot = j[j["comparable"]]
@@ -222,6 +262,9 @@ def _stats(j, vs: str, machine: str) -> dict:
     remat = j["full_remat_other"].map(lambda v: bool(v) if v is not None and v == v else False)
     to, tx = (pd.to_numeric(j[c], errors="coerce") for c in ("temp_bytes_ours", "temp_bytes_other"))
     both = to.notna() & tx.notna()
+    po, px = (pd.to_numeric(j[c], errors="coerce") if c in j else pd.Series(float("nan"), index=j.index)
+              for c in ("compiled_peak_bytes_ours", "compiled_peak_bytes_other"))
+    bothp = po.notna() & px.notna()
     lo, lx = (pd.to_numeric(j[c], errors="coerce") for c in ("local_time_s_ours", "local_time_s_other"))
     s.update({
         "geomean_comm_speedup": geomean(j["comm_speedup"]) if "comm_speedup" in j else nan,
@@ -231,6 +274,12 @@ def _stats(j, vs: str, machine: str) -> dict:
         "temp_le": f"{int((to[both] <= tx[both]).sum())}/{int(both.sum())}" if both.any() else "-",
         "temp_lt_remat": (f"{int((to[both & remat] < tx[both & remat]).sum())}/{int((both & remat).sum())}"
                           if (both & remat).any() else "-"),
+        # the compiler's own peak of live buffers (every memory space): where XLA rematerialises
+        # but libtpu keeps the whole-array buffer out of HBM temporaries, temp is 0 B on both
+        # sides and only the peak shows the difference
+        "peak_lt_remat": (f"{int((po[bothp & remat] < px[bothp & remat]).sum())}/{int((bothp & remat).sum())}"
+                          if (bothp & remat).any() else "-"),
+        "temp_over": temp_over(j[both & (to > tx)]),
         "other_over_bound_share": float((j["max_shard_bytes_other"] > j["bound_bytes_other"]).mean()),
         "ours_over_bound_share": float((j["max_shard_bytes_ours"] > j["bound_bytes_ours"]).mean()),
         "other_full_remat_share": float(remat.mean()) if vs in XLA else nan,
@@ -385,7 +434,7 @@ def _summary_html(rep: Report) -> str:
         f"<td>{_fx(s['geomean_speedup'])}</td><td>{_fx(s['max_speedup'])}</td><td>{_fx(s['min_speedup'])}</td>"
         f"<td>{s['losses']}</td><td>{_fx(s['geomean_comm_speedup'])}</td>"
         f"<td>{_us(s['local_time_ours_s'])} / {_us(s['local_time_other_s'])}</td><td>{s['temp_le']}</td>"
-        f"<td>{_pct(s['other_over_bound_share'])}</td>"
+        f"<td>{s['temp_lt_remat']} / {s['peak_lt_remat']}</td><td>{_pct(s['other_over_bound_share'])}</td>"
         f"<td>{_pct(s['ours_over_bound_share'])}</td><td>{_pct(s['other_full_remat_share'])}</td>"
         f"<td>{_fx(s['geomean_time_over_lb_ours'])}</td><td>{_fx(s['geomean_time_over_lb_other'])}</td></tr>"
         for s in rep.summary + rep.by_machine)
@@ -405,7 +454,8 @@ def _summary_html(rep: Report) -> str:
             f"<table><tr><th>{html.escape(rep.planner)} vs</th><th>machine</th><th>compilers (ours / other)</th><th>pairs</th>"
             "<th>pairs compared in total</th><th>geomean speedup (total)</th>"
             "<th>max speedup</th><th>min speedup</th><th>cases we lose</th><th>geomean speedup, collectives only</th>"
-            "<th>local time, sum (ours / other)</th><th>temp bytes ours &lt;= other</th><th>other over memory bound</th>"
+            "<th>local time, sum (ours / other)</th><th>temp bytes ours &lt;= other</th>"
+            "<th>where XLA remats: ours lower (temp / compiled peak)</th><th>other over memory bound</th>"
             "<th>ours over bound</th><th>XLA full remat</th><th>geomean time/LB (ours)</th>"
             f"<th>geomean time/LB (other)</th></tr>{rows}</table><ul>{extremes}</ul>") + suites
 

@@ -179,9 +179,10 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of, hardware=None) -
     ctx = jax.set_mesh(jm)
     with ctx:
         try:
-            from executor.run import capture_fd2
+            from executor.run import _compiler_of, capture_fd2, compile_guard
 
-            with capture_fd2() as cap:
+            with compile_guard(f"XLA's reshard {src} -> {dst} on {mesh}", _compiler_of(sds), devices=jm.size,
+                               rewrite=False), capture_fd2() as cap:  # the row reads XLA's own figure
                 c_xla = jax.jit(step_xla).lower(sds).compile()
             row.temp_xla = int(c_xla.memory_analysis().temp_size_in_bytes)
             row.xla_remat = full_remat(c_xla.as_text(), cap["text"], src, dst, mesh)
@@ -201,7 +202,8 @@ def bench_case(case, jm_for, max_bytes, run: bool, itemsize_of, hardware=None) -
                             src=P(*src.to_spec()[1], unreduced=frozenset(src.unreduced)), dtype=dtype,
                             hardware=hardware)
         row.strategy = info.strategy
-        c_ours = jax.jit(step_ours).lower(sds).compile()
+        with compile_guard(f"jax.sharding.reshard {src} -> {dst} on {mesh}", _compiler_of(sds), devices=jm.size):
+            c_ours = jax.jit(step_ours).lower(sds).compile()
         row.temp_ours = int(c_ours.memory_analysis().temp_size_in_bytes)
         if run:
             x = make_input(src, case.dtype if case.dtype != "float8" else "int8", seed=7)

@@ -18,7 +18,7 @@ ROW_FIELDS = [
     "id", "status", "error", "suite", "case", "layout", "ref", "mesh", "num_devices", "src", "dst",
     "shape", "dtype", "itemsize", "array_bytes", "machine", "planner", "bandwidth_scale",
     "latency_scale", "placement", "baseline", "compiler", "time_s", "comm_time_s", "local_time_s",
-    "lower_bound_s", "time_over_lb", "temp_bytes",
+    "lower_bound_s", "time_over_lb", "temp_bytes", "compiled_peak_bytes",
     "peak_bytes", "bound_bytes", "max_shard_bytes", "max_shard_over_bound", "peak_over_bound",
     "peak_live_bytes", "recv_bytes_max_device", "recv_lower_bound_bytes", "num_collectives",
     "num_ops", "full_remat", "link_bytes_max", "measured_time_s", "measured_temp_bytes",
@@ -154,6 +154,7 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
             r["notes"] = "; ".join(x for x in row_notes if x)
             r["compiler"] = rsched.meta.get("compiler", "none")
             r["temp_bytes"] = rsched.meta.get("temp_bytes")
+            r["compiled_peak_bytes"] = rsched.meta.get("compiled_peak_bytes")
             if unit.planner != "auto" or rsched.meta.get("compiler") != "none":
                 r["schedule_s"] = schedule_s + time.perf_counter() - t1
             r.update({

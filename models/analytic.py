@@ -464,11 +464,13 @@ def latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips) -> np.n
     return out
 
 
-def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="auto") -> dict:
+def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="auto", latency: bool = True) -> dict:
     """Every lower-bound term (seconds) of a redistribution: ``injection``, the cuts and, for
     small machines whose source is not replicated, ``lp`` (max-concurrent-flow). ``lp``:
     ``"auto"`` (only LPs of at most ``LP_AUTO_VARIABLES`` variables), ``True`` (up to
-    ``LP_MAX_VARIABLES``: a few hundred devices, seconds to a minute), ``False``."""
+    ``LP_MAX_VARIABLES``: a few hundred devices, seconds to a minute), ``False``.
+    ``latency=False`` leaves out the launch and the hops (the bound before issue 23: bytes over
+    bandwidth only; ``python -m simulator bound-ratio`` compares the two)."""
     groups = group_need_bytes(mesh, src, dst, itemsize)
     bw = in_bandwidth_per_device(machine, chips)
     # a group of devices takes in its bytes through all its members' incoming links at best
@@ -477,9 +479,12 @@ def redistribution_bound_terms(machine, mesh, src, dst, itemsize, chips, lp="aut
         return terms
     # the latency term: one launch, then the first byte a device needs crosses the hops from
     # its nearest holder, and only then can the rest stream in through its links
-    launch = launch_floor_s(machine)
-    hop = latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips)
-    terms["latency"] = launch + float(hop.max())
+    if latency:
+        launch = launch_floor_s(machine)
+        hop = latency_floor_per_device_s(machine, mesh, src, dst, itemsize, chips)
+        terms["latency"] = launch + float(hop.max())
+    else:
+        launch, hop = 0.0, np.zeros(len(chips))
     if all(len(m) == 1 for m, _b in groups) and bw.min() > 0:
         need = np.zeros(len(chips))
         for m, b in groups:

@@ -140,7 +140,7 @@ def capacity(machine, topo, kind, proto_frac=1.0, ramp=1.0, nvls=False, ranks=No
     if nvls:
         link_eff = machine.nvls_efficiency
     elif kind == "all_to_all" and machine.a2a_efficiency > 0:
-        link_eff = machine.a2a_efficiency
+        link_eff = machine.group_a2a_efficiency(ranks)
     else:
         link_eff = machine.group_link_efficiency(ranks) if ranks else machine.link_efficiency
     eff[(kinds == "nvlink") | (kinds == "ici")] = link_eff
@@ -368,9 +368,7 @@ def _plan_switched(op, machine, topo, chips, forced):
             continue
         ph, steps_in, steps_net, R = flows
         name = f"ring x{R} rails" if algo == "ring" and m > 1 else algo
-        reduce_s = 0.0
-        if kind in ("reduce_scatter", "all_reduce") and algo not in ("nvls", "nvls_tree", "sharp"):
-            reduce_s = (n - 1) / n * S / machine.reduce_Bps
+        gpu_reduces = algo not in ("nvls", "nvls_tree", "sharp")   # else the switch / fabric reduces
         cap0 = capacity(machine, topo, kind, 1.0, 1.0, nvls=algo in ("nvls", "nvls_tree"), ranks=n)
         xfer0 = bottleneck_time_s(ph.routes, ph.nbytes, ph.weights, cap0)
         if algo == "nvls_tree":
@@ -385,6 +383,8 @@ def _plan_switched(op, machine, topo, chips, forced):
                 xfer0 = floor
         for proto, frac, base, hop, ramps in _protocols(machine, algo, kind, multi_node=m > 1):
             ramp = machine.ramp(S / rho, pipe) if ramps else 1.0
+            # the reduction kernel runs in the pipeline's chunks: it climbs to its rate with them
+            reduce_s = machine.reduce_time_s(kind, S, n, ramp) if gpu_reduces else 0.0
             if hop is None:
                 hop_in = _step_latency(topo, lat, chips, group0) if algo == "ring" else machine.link_latency_s
                 lat_s = (steps_in + steps_net) * hop_in
@@ -466,7 +466,7 @@ def _plan_torus(op, machine, topo, chips, forced):
             if sh is None or (sh[0], [len(np.unique(sh[1][:, k])) for k in sh[0]]) != want:
                 shape = None
                 break
-    reduce_s = (n - 1) / n * S / machine.reduce_Bps if kind in ("reduce_scatter", "all_reduce") else 0.0
+    reduce_s = machine.reduce_time_s(kind, S, n)
     cap = capacity(machine, topo, kind, 1.0, machine.ramp(S, n), ranks=n)
     if shape is None or not shape[0]:
         ph = Phase()
@@ -574,7 +574,8 @@ def _plan_direct(op, machine, topo, chips):
     # permutes run at the achieved link rate; an all-to-all ramps where the profile says so
     # (a2a_ramps: NCCL's chunked sends, measured in XLA's collective table) and has its own
     # efficiency (a2a_efficiency)
-    cap = capacity(machine, topo, kind, 1.0, a2a_ramp(machine, op))
+    cap = capacity(machine, topo, kind, 1.0, a2a_ramp(machine, op),
+                   ranks=n if kind == "all_to_all" else None)
     return CollPlan("direct", None, alpha, [ph] if ph.routes else [], cap, 0.0, size)
 
 
@@ -802,11 +803,12 @@ def direct_all_to_all_loads(op, machine, chips=None) -> dict | None:
     else:
         alpha, latency = machine.alpha_s("all_to_all"), lat_max
     flows = sum(len(g) * (len(g) - 1) for g in op.groups if len(g) > 1) if per > 0 else 0
-    return _aggregate(machine, topo, load[:nl], alpha, latency, flows, a2a_ramp(machine, op))
+    return _aggregate(machine, topo, load[:nl], alpha, latency, flows, a2a_ramp(machine, op),
+                      ranks=len(op.groups[0]) if op.groups else None)
 
 
-def _aggregate(machine, topo, load, alpha, latency, flows, ramp=1.0) -> dict:
-    cap = capacity(machine, topo, "all_to_all", 1.0, ramp)
+def _aggregate(machine, topo, load, alpha, latency, flows, ramp=1.0, ranks=None) -> dict:
+    cap = capacity(machine, topo, "all_to_all", 1.0, ramp, ranks=ranks)
     used = load > 0
     xfer = float((load[used] / cap[used]).max()) if used.any() else 0.0
     if not used.any():      # nothing moves: plan_op has no phase, only the launch cost
@@ -942,5 +944,6 @@ def torus_all_to_all_loads(op, machine, chips=None) -> dict | None:
             flows += int(routes_per_pair.sum()) - len(src)
         load += per * count
     alpha = machine.alpha_s("all_to_all")
-    return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows, a2a_ramp(machine, op))
+    return _aggregate(machine, topo, load, alpha, max_hops * hop_lat, flows, a2a_ramp(machine, op),
+                      ranks=len(op.groups[0]) if op.groups else None)
 

@@ -197,3 +197,82 @@ def sum_terms(parts) -> dict:
         for k, v in t.items():
             out[k] = out.get(k, 0.0) + v
     return out
+
+
+# -- renaming whole nodes ----------------------------------------------------------------------
+def node_relabeling(machine, src_mesh, dst_mesh):
+    """``(canonical source mesh, canonical target mesh, {canonical device: machine device})``,
+    or ``None`` where whole-node renamings do not map ``machine`` onto itself.
+
+    On a machine of identical switched nodes behind one full-bisection fabric
+    (``h100-multinode``), renaming nodes (each GPU keeping its index in its node) maps the
+    topology onto itself, so a cross-mesh plan, its time and its bound terms carry over.
+    The canonical form numbers the nodes the two meshes use in order of first appearance
+    (A's devices, then B's). Worked example, 8 GPUs per node: ``a=16@32-47`` (nodes 4, 5)
+    to ``b=8@256-263`` (node 32) becomes ``a=16@0-15`` to ``b=8@16-23``."""
+    if machine.kind != "switched" or len(machine.dims) < 2 or machine.dims[0] < 2 \
+            or machine.topology.kind != "multinode":
+        return None
+    from synth.mesh import Mesh
+
+    gpn = machine.dims[1]
+    order: dict = {}
+    for d in tuple(src_mesh.device_ids) + tuple(dst_mesh.device_ids):
+        order.setdefault(d // gpn, len(order))
+    fwd = {d: order[d // gpn] * gpn + d % gpn for d in set(src_mesh.device_ids) | set(dst_mesh.device_ids)}
+    inv = {c: d for d, c in fwd.items()}
+    cm = lambda m: Mesh(m.axes, m.base, tuple(fwd[d] for d in m.device_ids))  # noqa: E731
+    return cm(src_mesh), cm(dst_mesh), inv
+
+
+def node_link_permutation(machine, inv: dict) -> np.ndarray:
+    """``perm[i]``: the link that canonical link ``i`` becomes under the device renaming
+    ``inv`` (:func:`node_relabeling`), extended to a renaming of every node (the nodes it
+    does not name keep their order among the rest)."""
+    topo = machine.topology
+    gpn, nodes = machine.dims[1], machine.dims[0]
+    nmap = {c // gpn: d // gpn for c, d in inv.items()}
+    rest = iter(n for n in range(nodes) if n not in set(nmap.values()))
+    for n in range(nodes):
+        if n not in nmap:
+            nmap[n] = next(rest)
+
+    def node(x):
+        if isinstance(x, (int, np.integer)):
+            return nmap[int(x) // gpn] * gpn + int(x) % gpn
+        if x.startswith("nvswitch"):
+            return f"nvswitch{nmap[int(x[len('nvswitch'):])]}"
+        if x.startswith("nic"):
+            n, _, i = x[3:].partition(".")
+            return f"nic{nmap[int(n)]}.{i}"
+        return x
+
+    return np.array([topo.link_id[(node(u), node(v))] for u, v in topo.links], dtype=np.int64)
+
+
+def relabel_terms(terms: dict, inv: dict, gpn: int) -> dict:
+    """The bound terms of :func:`cut_bound_terms` with their devices and nodes renamed."""
+    import re
+
+    nmap = {c // gpn: d // gpn for c, d in inv.items()}
+
+    def span(text):
+        out = []
+        for part in text.split(","):
+            lo, sep, hi = part.partition("-")
+            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+        return _span(sorted(nmap[n] for n in out))
+
+    out = {}
+    for k, v in terms.items():
+        m = re.fullmatch(r"injection\(device (\d+)\)", k)
+        if m:
+            k = f"injection(device {inv[int(m.group(1))]})"
+        elif (m := re.fullmatch(r"(nic_in|nic_out)\(node (\d+)\)", k)):
+            k = f"{m.group(1)}(node {nmap[int(m.group(2))]})"
+        elif (m := re.fullmatch(r"cut\(nodes (.+) -> B\)", k)):
+            k = f"cut(nodes {span(m.group(1))} -> B)"
+        elif (m := re.fullmatch(r"cut\(A -> nodes (.+)\)", k)):
+            k = f"cut(A -> nodes {span(m.group(1))})"
+        out[k] = v
+    return out

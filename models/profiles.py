@@ -81,6 +81,8 @@ _OPTIONAL = {
     "a2a_efficiency": (float, 0.0),       # achieved / line rate of an all-to-all's sends (0 = link_efficiency)
     "a2a_ramps": (int, 0),                # 1 = all-to-alls follow the bandwidth ramp (NCCL's chunked sends)
     "a2a_latency_s": (float, 0.0),        # fixed latency of an all-to-all's grouped sends (0 = Simple's)
+    "a2a_pair_efficiency": (float, 0.0),  # all-to-all efficiency of a 2-rank group (0 = a2a_efficiency)
+    "reduce_input_bandwidth_Bps": (float, 0.0),  # input bytes/s a GPU's reduction kernel reads (0 = no limit)
     "nvls_tree_busbw_2node_Bps": (float, 0.0),  # NCCL's NVLS-tree bus bandwidth cap over 2 nodes (0 = none)
     "nvls_tree_busbw_Bps": (float, 0.0),        # ... over 3 or more nodes
     "reduce_bandwidth_Bps": (float, 0.0), # bytes/s one device reduces (0 = HBM bandwidth / 3)
@@ -150,6 +152,8 @@ class HardwareProfile:
     a2a_efficiency: float = 0.0
     a2a_ramps: int = 0
     a2a_latency_s: float = 0.0
+    a2a_pair_efficiency: float = 0.0
+    reduce_input_bandwidth_Bps: float = 0.0
     nvls_tree_busbw_2node_Bps: float = 0.0
     nvls_tree_busbw_Bps: float = 0.0
     reduce_bandwidth_Bps: float = 0.0
@@ -186,7 +190,7 @@ class HardwareProfile:
         for p in ("link_efficiency", "nic_efficiency"):
             if not 0 < getattr(self, p) <= 1:
                 raise ProfileError(f"profile {self.name!r}: {p} must be in (0, 1], got {getattr(self, p)}")
-        for p in ("pair_efficiency", "a2a_efficiency"):
+        for p in ("pair_efficiency", "a2a_efficiency", "a2a_pair_efficiency"):
             if not 0 <= getattr(self, p) <= 1:
                 raise ProfileError(f"profile {self.name!r}: {p} must be in [0, 1] (0 = link_efficiency), "
                                    f"got {getattr(self, p)}")
@@ -242,6 +246,38 @@ class HardwareProfile:
         e2 = self.pair_efficiency
         t = (2.0 / max(ranks, 2) - 0.25) / 0.75          # 2 ranks: 1, 4: 1/3, 8: 0
         return float(e8 - (e8 - e2) * t)
+
+    def group_a2a_efficiency(self, ranks: int | None) -> float:
+        """Achieved fraction of the NVLink line rate of an all-to-all over ``ranks`` devices:
+        ``a2a_efficiency`` from 8 ranks up, ``a2a_pair_efficiency`` at 2, linear in ``1/ranks``
+        between (as :meth:`group_link_efficiency`). NCCL runs a fixed number of channels per peer
+        (``p2pnChannelsPerPeer``), so a GPU with one peer drives fewer channels than one with
+        seven. Without ``a2a_efficiency`` it is the ring's efficiency; without
+        ``a2a_pair_efficiency`` every group size gets ``a2a_efficiency``. (B200, XLA's table:
+        a 2-rank all-to-all reaches 0.47 of the line rate at 1 GiB, an 8-rank one 0.67.)"""
+        e8 = self.a2a_efficiency or self.link_efficiency
+        if self.a2a_pair_efficiency <= 0 or not ranks or ranks >= 8:
+            return e8
+        t = (2.0 / max(ranks, 2) - 0.25) / 0.75
+        return float(e8 - (e8 - self.a2a_pair_efficiency) * t)
+
+    def reduce_time_s(self, kind: str, nbytes_in: float, ranks: int, ramp: float = 1.0) -> float:
+        """Least time a GPU spends on the arithmetic of a GPU-reduced collective (reduce-scatter,
+        all-reduce by ring or tree) whose nccl-tests size is ``nbytes_in`` over ``ranks`` devices,
+        overlapped with the transfers (the op takes the longer). Two limits: the arithmetic on
+        the ``(ranks-1)/ranks`` received part at ``reduce_Bps``, and NCCL's reduction kernel
+        reading the GPU's whole input at ``reduce_input_bandwidth_Bps`` times ``ramp`` (it runs on
+        the few SMs of NCCL's channels, in the same pipelined chunks as the transfers, so it
+        climbs to its rate with them). Worked example, H100 (``reduce_input_bandwidth_Bps``
+        4.0e11, ramp 0.93-0.95 at 256 MiB), a 256 MiB reduce-scatter: 0.70-0.72 ms whatever
+        the group size -- XLA's table measures 0.77 ms over 2, 4 and 8 ranks alike, while its
+        all-gathers take 0.55 / 0.67 / 0.73 ms."""
+        if kind not in ("reduce_scatter", "all_reduce") or ranks < 2:
+            return 0.0
+        t = (ranks - 1) / ranks * nbytes_in / self.reduce_Bps
+        if self.reduce_input_bandwidth_Bps > 0:
+            t = max(t, nbytes_in / (self.reduce_input_bandwidth_Bps * ramp))
+        return float(t)
 
     @property
     def reduce_Bps(self) -> float:
@@ -625,6 +661,9 @@ _BOUNDS = {
     "link_efficiency": (0.0, False, 1.0), "nic_efficiency": (0.0, False, 1.0),
     "nvls_efficiency": (0.0, True, 4.0), "sharp": (0, True, 1), "max_net_rings": (0, True, 1024),
     "ramp_half_bytes": (0.0, True, 2.0**50), "ramp_ranks_exponent": (0.0, True, 4.0),
+    "reduce_input_bandwidth_Bps": (0.0, True, _MAX_BPS), "a2a_pair_efficiency": (0.0, True, 1.0),
+    "nvls_tree_busbw_2node_Bps": (0.0, True, _MAX_BPS), "nvls_tree_busbw_Bps": (0.0, True, _MAX_BPS),
+    "a2a_latency_s": (0.0, True, 10.0),
 }
 
 

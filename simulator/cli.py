@@ -7,6 +7,7 @@
     python -m simulator bench [--sizes 256,1024,4096] [--json]
     python -m simulator agreement [--json]
     python -m simulator validate [--json] [--data FILE]
+    python -m simulator bound-ratio RESULTS_DIR [--planners auto,xla-shardy,xla-gspmd] [--json]
 
 User errors print one line to stderr and exit with status 2.
 """
@@ -93,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "simulated vs measured, the lower bound, and MAPE per system and overall.")
     v.add_argument("--data", default=None, help="a published-measurements YAML file (default: the built-in set)")
     v.add_argument("--json", action="store_true", help="print one JSON document")
+
+    br = sub.add_parser("bound-ratio", help="simulated time over the lower bound, with and without its latency "
+                                            "term, from an experiments results folder",
+                        description="Read the baseline rows of an experiments results folder (rows.jsonl, e.g. "
+                                    "from experiments/configs/paper.yaml), recompute each case's lower bound with "
+                                    "and without the latency term and print the geomean and max of time / bound "
+                                    "per planner.")
+    br.add_argument("results", help="the --out folder of 'python -m experiments run'")
+    br.add_argument("--planners", default="auto,xla-shardy,xla-gspmd",
+                    help="comma-separated planners (default: %(default)s)")
+    br.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 
 
@@ -247,6 +259,14 @@ def main(argv=None) -> int:
 
             res = validate(args.data or DATA)
             print(json.dumps(res)) if args.json else print_validate(res)
+        elif args.cmd == "bound-ratio":
+            from simulator.bound_ratio import bound_ratio, print_bound_ratio
+
+            planners = tuple(p.strip() for p in args.planners.split(",") if p.strip())
+            if not planners:
+                raise RedistributionError("bound-ratio: --planners is empty; give e.g. auto,xla-shardy")
+            res = bound_ratio(args.results, planners)
+            print(json.dumps(res)) if args.json else print_bound_ratio(res)
         elif args.cmd == "agreement":
             from simulator.bench import print_agreement, run_agreement
 

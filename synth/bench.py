@@ -155,10 +155,13 @@ class cpu_burners:
 
 
 def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max_axes: int = 6,
-              max_rank: int = 4, auto_kw: dict | None = None, runs: int = 1, burn: int = 0) -> dict:
+              max_rank: int = 4, auto_kw: dict | None = None, runs: int = 1, burn: int = 0,
+              slowest: int = 0) -> dict:
     """Synthesis time per planner over the same seeded cases, measured side by side;
     ``runs`` passes over the cases (the last with ``burn`` CPU burner processes beside it)
-    whose plans are compared digest by digest."""
+    whose plans are compared digest by digest. ``slowest``: list that many cases of the
+    first run with the most ``auto`` CPU time (index, case, CPU ms, states, moves, status),
+    for profiling."""
     from synth.planners import synthesize
 
     if isinstance(planners, str):
@@ -172,6 +175,7 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
     kinds = ("precondition", "even", "uneven", "pending")
     digests = []
     per_run = []
+    auto_rows = []
     for run in range(runs):
         times = {p: [] for p in planners}
         cpu = {p: [] for p in planners}
@@ -197,6 +201,8 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
                         capped += bool(plan.search.get("cap_fired"))
                         out_of_work += plan.search.get("moves", 0) >= plan.search.get("budget_moves", 1 << 62)
                         auto_s += cpu[p][-1]
+                        if run == 0 and slowest:
+                            auto_rows.append((cpu[p][-1], len(auto_rows), mesh, src, dst, plan.search))
         digests.append(dig)
         r = {"planners": {}, "burners": burn if run == runs - 1 else 0}
         for p in planners:
@@ -223,6 +229,12 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
            "auto_kw": auto_kw, "kinds": list(kinds), "runs": runs, "burn": burn,
            "planners": per_run[0]["planners"], "per_run": per_run,
            "identical_plans": bool(same), "differing_cases": diff[:20]}
+    if slowest:
+        top = sorted(auto_rows, key=lambda r: (-r[0], r[1]))[:int(slowest)]
+        out["slowest"] = [{"case": k, "mesh": str(m), "src": str(s), "dst": str(d),
+                           "cpu_ms": c * 1e3, "states": int(se.get("states", 0)),
+                           "moves": int(se.get("moves", 0)), "status": se.get("status")}
+                          for c, k, m, s, d, se in top]
     return out
 
 
@@ -247,6 +259,11 @@ def format_bench(res: dict) -> str:
     if res["runs"] > 1:
         lines.append(f"  identical plans across the {res['runs']} runs: "
                      + ("yes" if res["identical_plans"] else f"NO (cases {res['differing_cases']})"))
+    if res.get("slowest"):
+        lines.append(f"  slowest {len(res['slowest'])} cases (auto, run 1, CPU time):")
+        for r in res["slowest"]:
+            lines.append(f"    #{r['case']:<5d} {r['cpu_ms']:9.2f} ms  {r['states']:6d} states {r['moves']:7d} moves  "
+                         f"{r['status']}:  --mesh {r['mesh']} --src '{r['src']}' --dst '{r['dst']}'")
     lines.append("  targets (auto): p50 <= 0.5 ms, p99 <= 50 ms, identical plans under load (CPU time is "
                  "this process's own; wall time includes waiting for a core on a loaded machine; "
                  "states/s and moves/s are per CPU second)")

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the cases this many times and compare the plans (default: 1)")
     b.add_argument("--burn", type=int_arg(0, maximum=64), default=0,
                    help="CPU burner processes beside the last run (default: 0)")
+    b.add_argument("--slowest", type=int_arg(0, maximum=1000), default=0,
+                   help="list this many cases with the most auto CPU time (default: 0)")
     b.add_argument("--json", action="store_true", help="print one JSON document")
     a = sub.add_parser("agreement", help="auto against an exhaustive search on small seeded cases")
     a.add_argument("--cases", type=int_arg(1, "cases"), default=1000, help="number of cases (default: %(default)s)")
@@ -195,7 +197,7 @@ def main(argv=None) -> int:
             if bad or not planners:
                 raise RedistributionError(f"bench: unknown planner(s) {bad}; choose from {sorted(PLANNERS)}")
             res = run_bench(args.cases, args.seed, planners, args.max_axes, args.max_rank,
-                            _auto_kw(args), runs=args.runs, burn=args.burn)
+                            _auto_kw(args), runs=args.runs, burn=args.burn, slowest=args.slowest)
             if args.json:
                 print(json.dumps(res))
             else:

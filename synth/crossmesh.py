@@ -29,7 +29,8 @@ rules of every typed step and of the transfer):
 * every device holds at most ``max(its source shard, its target shard) + staging_bytes``
   at any time; ``staging_bytes`` is what the plan states (the largest piece a device
   receives from another device, plus, on a device in both meshes, the shard of the other
-  phase it holds during the transfer); a ``staging_cap`` below it is a user error.
+  phase it holds during the transfer); under a ``staging_cap`` the pieces are cut into
+  chunks that fit it, and a cap no chunking can meet is a user error.
 
 Worked example: ``[8{a}]`` on ``a=4@0-3`` to ``[8{b}]`` on ``b=2@4-5``. ``mid_a`` is the
 source (nothing replicated), ``mid_b`` the target. Device 4 holds ``[0, 4)``: it receives
@@ -58,6 +59,11 @@ from synth.types import ArrayType, Dim
 
 #: ``mid_b`` strategies the planner compares (see the module docstring).
 MID_B_MODES = ("broadcast", "direct")
+
+#: What :func:`plan_crossmesh` ranks candidates by without ``cost``: received bytes
+#: (``traffic``), bytes live per device with staged pieces (``memory``), or with pieces
+#: written in place (``memory-inplace``).
+OBJECTIVES = ("traffic", "memory", "memory-inplace")
 
 
 class StagingError(RedistributionError):
@@ -100,6 +106,12 @@ class Transfer:
     def remote(self) -> tuple[Piece, ...]:
         return tuple(p for p in self.pieces if not p.local)
 
+    @property
+    def sums(self) -> bool:
+        """``mid_a`` still has pending sums: each receiver gets one piece per partial value
+        and adds them up into its block (a reduction on the way, no collective on A)."""
+        return bool(self.mid_a.unreduced)
+
     def recv_bytes(self) -> dict[int, int]:
         out: dict[int, int] = {}
         for p in self.remote:
@@ -116,7 +128,7 @@ class Transfer:
         """Devices whose ``mid_b`` block is exactly their own ``mid_a`` block (one local
         piece covering both, same local shape): the buffer is reused, not copied."""
         if self.mid_a.local_shape(self.src_mesh.local()) != self.mid_b.local_shape(self.dst_mesh.local()) \
-                or self.mid_b.unreduced:
+                or self.mid_b.unreduced or self.mid_a.unreduced:
             return set()
         A, B = self.src_mesh.local(), self.dst_mesh.local()
         sa, ea = self.mid_a.regions(A)
@@ -166,6 +178,10 @@ class Transfer:
         local = self.mid_b.local_shape(B)
         dt = blocks_a[0].dtype
         out = [np.full(local, pad, dtype=dt) for _ in range(B.size)]
+        if self.sums:  # the parts are added into a zero block
+            for j in range(B.size):
+                _, eb = self.mid_b.regions(B)
+                out[j][tuple(slice(0, int(b - a)) for a, b in zip(sb[j], eb[j]))] = 0
         if self.mid_b.unreduced:  # members hold zeros outside the part they receive
             _, eb = self.mid_b.regions(B)
             for j in range(B.size):
@@ -178,23 +194,39 @@ class Transfer:
                                        f"it is to send to device {p.dst}")
             src_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, sa[i]))
             dst_sl = tuple(slice(a - o, b - o) for a, b, o in zip(p.start, p.stop, sb[j]))
-            out[j][dst_sl] = blocks_a[i][src_sl]
+            if self.sums:
+                out[j][dst_sl] += blocks_a[i][src_sl]
+            else:
+                out[j][dst_sl] = blocks_a[i][src_sl]
         return out
 
 
+def _parts(t: ArrayType, mesh: Mesh) -> np.ndarray:
+    """Per position, which partial value of its block it holds: its index in its group over
+    ``t``'s unreduced axes (all 0 without pending sums)."""
+    part = np.zeros(mesh.size, dtype=np.int64)
+    if t.unreduced:
+        from synth.collectives import groups_of
+
+        for g in groups_of(mesh, t.unreduced):
+            part[list(g)] = np.arange(len(g))
+    return part
+
+
 def _boxes(t: ArrayType, mesh: Mesh):
-    """Distinct (start, stop) boxes of ``t`` with real data, and the positions holding each."""
+    """Distinct (start, stop) boxes of ``t`` with real data, and the positions holding each
+    (with pending sums, one entry per partial value of a box: its holders hold that part)."""
     s, e = t.regions(mesh)
-    key = np.concatenate([s, e], axis=1)
+    key = np.concatenate([s, e, _parts(t, mesh)[:, None]], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     holders = [[] for _ in range(len(uniq))]
     for pos, k in enumerate(inv):
         holders[k].append(pos)
     r = t.rank
-    vol = np.clip(uniq[:, r:] - uniq[:, :r], 0, None).prod(axis=1)
+    vol = np.clip(uniq[:, r:2 * r] - uniq[:, :r], 0, None).prod(axis=1)
     keep = vol > 0
-    return uniq[keep, :r], uniq[keep, r:], [h for h, k in zip(holders, keep) if k]
+    return uniq[keep, :r], uniq[keep, r:2 * r], [h for h, k in zip(holders, keep) if k]
 
 
 def _slab(b0, b1, k: int, n: int):
@@ -251,14 +283,19 @@ def plan_transfer(src_mesh: Mesh, mid_a: ArrayType, dst_mesh: Mesh, mid_b: Array
     lo = np.maximum(a0[:, None, :], u0[None, :, :])
     hi = np.minimum(a1[:, None, :], u1[None, :, :])
     vol = np.clip(hi - lo, 0, None).prod(axis=2)
+    # every (block, unit) pair that meets, in block order then unit order, as Python values
+    ia_all, iu_all = np.nonzero(vol)
+    los = [tuple(r) for r in lo[ia_all, iu_all].tolist()]
+    his = [tuple(r) for r in hi[ia_all, iu_all].tolist()]
+    nbs = (vol[ia_all, iu_all] * itemsize).tolist()
+    dsts = [units[iu][0] for iu in iu_all.tolist()]
+    bounds = np.searchsorted(ia_all, np.arange(len(a0) + 1)).tolist()
     for ia in range(len(a0)):
         holders = [ida[p] for p in ahold[ia]]
         hset = set(holders)
         jobs = []
-        for iu in np.nonzero(vol[ia])[0]:
-            box = (tuple(int(x) for x in lo[ia, iu]), tuple(int(x) for x in hi[ia, iu]))
-            nb = int(vol[ia, iu]) * itemsize
-            d = units[iu][0]
+        for k in range(bounds[ia], bounds[ia + 1]):
+            box, nb, d = (los[k], his[k]), nbs[k], dsts[k]
             if d in hset:
                 pieces.append(Piece(d, d, box[0], box[1], nb))
             else:
@@ -276,6 +313,60 @@ def plan_transfer(src_mesh: Mesh, mid_a: ArrayType, dst_mesh: Mesh, mid_b: Array
             heapq.heappush(heap, (load + nb, h))
     pieces.sort(key=lambda p: (p.dst, p.start, p.src))
     return Transfer(src_mesh, dst_mesh, mid_a, mid_b, itemsize, tuple(pieces))
+
+
+#: The most pieces a chunked transfer may have (:func:`chunk_transfer`); a staging cap that
+#: needs more is refused (raise the cap).
+MAX_CHUNKS = 200_000
+
+
+def split_piece(p: Piece, cap_bytes: int, itemsize: int) -> list[Piece]:
+    """``p`` cut into chunks of at most ``cap_bytes`` each, in row-major order of the box, so
+    each chunk is contiguous in it: the outermost dims are taken one index at a time until a
+    slab of one index along the next dim fits, and that dim is cut into runs of as many
+    indices as fit. The smallest chunk is one element (``itemsize`` bytes).
+
+    Worked example: a ``[4, 6]`` box of 4-byte elements (96 bytes) under a 40-byte cap: a
+    row is 24 bytes, so one row per chunk along dim 0 -> 4 chunks of ``[1, 6]``; under a
+    48-byte cap, 2 rows per chunk -> 2 chunks of ``[2, 6]``; under a 20-byte cap, single rows
+    are cut into runs of 5 elements -> 8 chunks (``[1, 5]`` and ``[1, 1]`` per row)."""
+    if p.nbytes <= cap_bytes:
+        return [p]
+    if cap_bytes < itemsize:
+        raise StagingError(f"plan_crossmesh: the staging cap of {cap_bytes} bytes is below one element "
+                           f"({itemsize} bytes), the smallest piece a transfer can send; raise the cap")
+    ext = [b - a for a, b in zip(p.start, p.stop)]
+    rank = len(ext)
+    k = 0
+    while k < rank and math.prod(ext[k + 1:]) * itemsize > cap_bytes:
+        k += 1
+    k = min(k, rank - 1)
+    slab = math.prod(ext[k + 1:]) * itemsize  # one index along dim k
+    run = max(1, cap_bytes // slab)
+    out = []
+    for outer in np.ndindex(*ext[:k]) if k else [()]:
+        for lo in range(0, ext[k], run):
+            hi = min(ext[k], lo + run)
+            start = tuple(p.start[i] + outer[i] for i in range(k)) + (p.start[k] + lo,) + p.start[k + 1:]
+            stop = tuple(p.start[i] + outer[i] + 1 for i in range(k)) + (p.start[k] + hi,) + p.stop[k + 1:]
+            out.append(Piece(p.dst, p.src, start, stop, (hi - lo) * slab))
+    return out
+
+
+def chunk_transfer(x: Transfer, cap_bytes: int) -> Transfer:
+    """``x`` with every remote piece above ``cap_bytes`` cut into chunks that fit
+    (:func:`split_piece`); local copies stage nothing and stay whole."""
+    from dataclasses import replace
+
+    if x.largest_piece_bytes <= cap_bytes:
+        return x
+    out = []
+    for p in x.pieces:
+        out.extend([p] if p.local else split_piece(p, cap_bytes, x.itemsize))
+        if len(out) > MAX_CHUNKS:
+            raise StagingError(f"plan_crossmesh: a staging cap of {cap_bytes} bytes cuts the transfer into more "
+                               f"than {MAX_CHUNKS:,} chunks; raise the cap")
+    return replace(x, pieces=tuple(out))
 
 
 # -- the intermediate types --------------------------------------------------------------------
@@ -374,7 +465,7 @@ class CrossPlan:
                                                sent.get(d, 0), mine.get(d, []))}
         return out
 
-    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, shared, send, mine) -> int:
+    def _live(self, d, in_a, in_b, s_a, m_a, m_b, s_b, shared, send, mine, staged: bool = True) -> int:
         """Bytes live on ``d`` when the caller keeps the source (as ``jax.device_put``'s caller
         does) and each phase runs as one program (its input and output live together):
         what :mod:`executor.crossmesh` allocates, against ``jax.device_put``'s source + target."""
@@ -386,6 +477,8 @@ class CrossPlan:
             pre = self.pre.peak_live_bytes + (s_a if pre_steps > 1 else 0)
         hold_a = (m_a if pre_steps else 0) if in_a else 0
         assembled = len(mine) > 1 or bool(self.transfer.mid_b.unreduced)  # a zero block, pieces written in
+        if not staged:  # pieces written straight into the receiver's block from the sender's buffer
+            assembled, send = False, 0
         xfer_b = 0 if d in shared else ((m_b + (max(mine, default=0) if assembled else 0)) if in_b else 0)
         xfer = held + hold_a + send + xfer_b
         post = 0
@@ -393,6 +486,20 @@ class CrossPlan:
             post = held + (self.post.peak_live_bytes + (m_b if post_steps > 1 else 0) if post_steps else
                            (0 if d in shared else s_b))
         return int(max(held + pre, xfer, post))
+
+    @cached_property
+    def live_bytes_in_place_max_device(self) -> int:
+        """:attr:`live_bytes_max_device` when every piece is written straight from its
+        sender's buffer into its receiver's block (nothing staged on either side: the
+        executor's ``inplace`` transfer)."""
+        ina, inb = set(self.src_mesh.device_ids), set(self.dst_mesh.device_ids)
+        s_a = self._shard(self.src, self.src_mesh)
+        s_b = self._shard(self.dst, self.dst_mesh)
+        m_a = self._shard(self.transfer.mid_a, self.src_mesh)
+        m_b = self._shard(self.transfer.mid_b, self.dst_mesh)
+        shared = self.transfer.shared_devices()
+        return max(self._live(d, d in ina, d in inb, s_a, m_a, m_b, s_b, shared, 0, [], staged=False)
+                   for d in self.devices)
 
     @property
     def staging_bytes(self) -> int:
@@ -521,6 +628,27 @@ class CrossPlan:
         return format_crossplan(self)
 
 
+def relabel(plan: CrossPlan, ids: dict) -> CrossPlan:
+    """``plan`` with every machine device ``d`` renamed ``ids[d]`` (a one-to-one map over
+    :attr:`CrossPlan.devices`): the same phases (they work on mesh positions) and the same
+    pieces, between the renamed devices. A plan is found once for arrays whose meshes differ
+    only by such a renaming (a pipeline stage's sub-mesh, shifted by whole nodes), and the
+    renaming is valid on a machine where it maps the topology onto itself.
+
+    Worked example: ``[8{a}]`` on ``a=4@0-3`` to ``[8{b}]`` on ``b=2@4-5`` renamed by
+    ``d -> d + 8`` is the plan from ``a=4@8-11`` to ``b=2@12-13``: device 12 receives
+    ``[0, 2)`` from device 8 and ``[2, 4)`` from device 9."""
+    from dataclasses import replace
+
+    def mesh(m: Mesh) -> Mesh:
+        return Mesh(m.axes, m.base, tuple(ids[d] for d in m.device_ids))
+
+    a, b = mesh(plan.src_mesh), mesh(plan.dst_mesh)
+    x = plan.transfer
+    pieces = tuple(replace(q, src=ids[q.src], dst=ids[q.dst]) for q in x.pieces)
+    return replace(plan, src_mesh=a, dst_mesh=b, transfer=replace(x, src_mesh=a, dst_mesh=b, pieces=pieces))
+
+
 def _mesh_dict(m: Mesh) -> dict:
     return {"axes": m.to_dict(), "devices": list(m.device_ids), "text": str(m)}
 
@@ -576,9 +704,12 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     ``mid_b`` (``"broadcast"`` or ``"direct"``); by default both, each with ``mid_a``
     spread and not, are built (at most four candidates) and the one that wins
     :func:`_default_key` is returned (``objective="memory"``: the fewest bytes live on the
-    busiest device first, :func:`_memory_key`), or, with ``cost(crossplan) -> seconds``,
+    busiest device first, :func:`_memory_key`; ``"memory-inplace"``: the same with pieces
+    written in place, :func:`_memory_inplace_key`), or, with ``cost(crossplan) -> seconds``,
     the fastest. ``spread_source`` forces ``mid_a`` spread (True) or not (False).
-    ``staging_cap_bytes`` refuses a plan that needs more staging."""
+    ``staging_cap_bytes`` cuts every remote piece above it into chunks that fit
+    (:func:`chunk_transfer`) and refuses a cap below one element, or below what a device
+    in both meshes holds of the other phase (which no chunking reduces)."""
     from synth.planners import synthesize
 
     A, B = Mesh.of(src_mesh), Mesh.of(dst_mesh)
@@ -588,15 +719,22 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     if src.shape != dst.shape:
         raise PlanError(f"plan_crossmesh: the target {dst} cannot be reached from the source {src}: their "
                         f"global shapes {src.shape} and {dst.shape} differ; a redistribution keeps the array")
-    if objective not in ("traffic", "memory"):
-        raise RedistributionError(f"plan_crossmesh: objective must be 'traffic' or 'memory', got {objective!r}")
+    if objective not in OBJECTIVES:
+        raise RedistributionError(f"plan_crossmesh: objective must be one of {list(OBJECTIVES)}, got {objective!r}")
     if mode is not None and mode not in MID_B_MODES:
         raise RedistributionError(f"plan_crossmesh: mode must be one of {list(MID_B_MODES)}, got {mode!r}")
     plain_b = ArrayType(dst.dims)
     cands = []
+    refused: list[StagingError] = []
     seen = set()
-    for spread_a in ((True, False) if spread_source is None else (bool(spread_source),)):
-        mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
+    spreads: tuple = (True, False) if spread_source is None else (bool(spread_source),)
+    if src.unreduced and spread_source is None and objective == "memory-inplace":
+        spreads += ("sum",)  # keep the pending sums: receivers add the parts (no collective on A)
+    for spread_a in spreads:
+        if spread_a == "sum":
+            mid_a = src
+        else:
+            mid_a = spread(src, A.local()) if spread_a else ArrayType(src.dims)
         pre = synthesize(A.local(), src, mid_a, planner=planner, itemsize=itemsize)
         mid_a = pre.work_types[-1].canonical(A.local())
         for m in ((mode,) if mode else MID_B_MODES):
@@ -609,18 +747,30 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
             seen.add((mid_a, mid_b))
             post = synthesize(B.local(), mid_b, dst, planner=planner, itemsize=itemsize)
             xfer = plan_transfer(A, mid_a, B, mid_b, itemsize)
+            if staging_cap_bytes is not None:
+                try:
+                    xfer = chunk_transfer(xfer, staging_cap_bytes)
+                except StagingError as e:  # this candidate cannot meet the cap; another may
+                    refused.append(e)
+                    continue
             cands.append(CrossPlan(A, B, src, dst, itemsize, pre, xfer, post, m))
+    if not cands:
+        raise refused[0]
+    if staging_cap_bytes is not None:  # candidates within the cap first (a shared device's other shard counts)
+        cands = [c for c in cands if c.staging_bytes <= staging_cap_bytes] or cands
     if cost is not None:
         best = min(cands, key=lambda p: (cost(p), MID_B_MODES.index(p.mode)))
     else:
-        best = min(cands, key=_memory_key if objective == "memory" else _default_key)
+        best = min(cands, key={"memory": _memory_key, "memory-inplace": _memory_inplace_key}.get(objective,
+                                                                                             _default_key))
     if staging_cap_bytes is not None:
         need = best.staging_bytes
-        if best.transfer.largest_piece_bytes > staging_cap_bytes or need > staging_cap_bytes:
+        if need > staging_cap_bytes:  # pieces fit the cap by now: the rest is the other phase's shard
             raise StagingError(
                 f"plan_crossmesh: the staging cap of {staging_cap_bytes} bytes is below what the transfer needs "
-                f"({need} bytes; largest piece {best.transfer.largest_piece_bytes} bytes) for {src} on {A} -> {dst} "
-                f"on {B}; raise the cap to at least {need}")
+                f"({need} bytes: chunks of at most {best.transfer.largest_piece_bytes} bytes, plus, on a device in "
+                f"both meshes, the shard of the other phase it holds) for {src} on {A} -> {dst} on {B}; raise the "
+                f"cap to at least {need}")
     return best
 
 
@@ -635,6 +785,12 @@ def _default_key(p: CrossPlan):
 def _memory_key(p: CrossPlan):
     """The fewest bytes live on the busiest device (:meth:`CrossPlan._live`), then traffic."""
     return (p.live_bytes_max_device,) + _default_key(p)
+
+
+def _memory_inplace_key(p: CrossPlan):
+    """The fewest bytes live on the busiest device when pieces are written in place
+    (:attr:`CrossPlan.live_bytes_in_place_max_device`), then traffic."""
+    return (p.live_bytes_in_place_max_device,) + _default_key(p)
 
 
 # -- the receive bound -------------------------------------------------------------------------

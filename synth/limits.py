@@ -31,8 +31,13 @@ limit              default         what it bounds
 ``options``        1,000           entries of an option list the app builds
                                    from user input (e.g. mesh shapes)
 ``connect_s``      10              seconds one connection attempt may take
-                                   (Ray, ``jax.distributed``)
+                                   (Ray)
+``compile_wait_s`` 1,800           seconds a big CPU compile and run waits for
+                                   the host's compile slot (another big one)
 =================  ==============  ==============================================
+
+The join deadline of ``jax.distributed`` (10 s) is ``--join-timeout`` /
+``REDIST_JOIN_TIMEOUT_S`` (1 to 600 s; :mod:`executor.distributed`).
 
 Each can be raised (or lowered) with an environment variable
 ``REDIST_LIMIT_<NAME>`` (e.g. ``REDIST_LIMIT_DEVICES=131072``). Work whose memory
@@ -82,6 +87,7 @@ _DEFAULTS = {
     "extends_depth": 8,
     "options": 1_000,
     "connect_s": 10,
+    "compile_wait_s": 1800,
 }
 
 #: One line per limit, for error messages and ``--help`` texts.
@@ -103,6 +109,7 @@ DESCRIPTIONS = {
     "extends_depth": "profile files in one 'extends' chain",
     "options": "entries of one option list",
     "connect_s": "seconds per connection attempt",
+    "compile_wait_s": "seconds a big compile waits for another to finish",
 }
 
 

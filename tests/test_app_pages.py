@@ -205,6 +205,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
                               plan=plan if strategy == "ours" else None, dtype="bfloat16")
         assert rows[name]["collectives"] == sum(1 for o in s.ops if not o.is_local), name
         assert rows[name]["compiled temp"] == fmt_bytes(s.meta["temp_bytes"]), name
+        assert rows[name]["compiled peak"] == fmt_bytes(s.meta["compiled_peak_bytes"]), name
         assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
     for name in ("ours (compiled)", "shardy r2c"):
         assert rows[name]["full rematerialization"] == "-"
@@ -219,6 +220,9 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
     assert bool(remat) == bool(xs.meta["full_remat"])
     if remat:  # names the op and the growth to the whole array
         assert "the whole array" in remat[0] and "grows each device's buffer" in remat[0]
+        # where the compiled program keeps it: its temp and the compiler's peak, against ours
+        assert f"a peak of {fmt_bytes(xs.meta['compiled_peak_bytes'])} per device" in remat[0]
+        assert f"Ours: a peak of {rows['ours (compiled)']['compiled peak']} per device" in remat[0]
     assert rows["xla shardy"]["full rematerialization"] == ("YES" if xs.meta["full_remat"] else "no")
     # the shared link carries XLA's rows into a new session
     assert at.query_params["cmp_xla"] in ("1", ["1"])

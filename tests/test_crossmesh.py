@@ -150,9 +150,51 @@ def test_unreachable_target_is_a_user_error():
         plan_crossmesh("a=4@0-3", "[8{a}]", "b=2@4-5", "[16{b}]")
 
 
-def test_staging_cap_below_the_largest_piece():
-    with pytest.raises(StagingError, match="staging cap of 4 bytes"):
-        plan_crossmesh("a=4@0-3", "[8{a}, 4]", "b=2@4-5", "[8{b}, 4]", staging_cap_bytes=4)
+def test_staging_cap_below_the_largest_piece_chunks_the_pieces():
+    # pieces of 2 rows x 4 (32 bytes) under caps of 16, 12 and 4 bytes: cut into chunks that
+    # fit, checked element by element, every chunk and the staging within the cap
+    whole = plan_crossmesh("a=4@0-3", "[8{a}, 4]", "b=2@4-5", "[8{b}, 4]")
+    assert whole.transfer.largest_piece_bytes == 32
+    for cap, chunks in ((16, 8), (12, 16), (4, 32)):
+        p = plan_crossmesh("a=4@0-3", "[8{a}, 4]", "b=2@4-5", "[8{b}, 4]", staging_cap_bytes=cap)
+        assert len(p.transfer.remote) == chunks
+        assert p.transfer.largest_piece_bytes <= cap and p.staging_bytes <= cap and p.bound_holds
+        assert p.transfer.recv_bytes() == whole.transfer.recv_bytes()  # the same bytes, cut finer
+        out = p.check()
+        x = np.arange(32, dtype=np.int64).reshape(8, 4)
+        assert np.array_equal(out[0], x[:4]) and np.array_equal(out[1], x[4:])
+
+
+def test_split_piece_worked_example():
+    from synth.crossmesh import Piece, split_piece
+
+    p = Piece(9, 1, (0, 0), (4, 6), 96)
+    assert [(c.start, c.stop) for c in split_piece(p, 48, 4)] == [((0, 0), (2, 6)), ((2, 0), (4, 6))]
+    assert len(split_piece(p, 40, 4)) == 4
+    got = split_piece(p, 20, 4)
+    assert [(c.start, c.stop) for c in got[:2]] == [((0, 0), (1, 5)), ((0, 5), (1, 6))] and len(got) == 8
+    assert sum(c.nbytes for c in got) == 96
+
+
+@pytest.mark.parametrize("case", seeded_cases(20, 0), ids=lambda c: c["name"])
+def test_seeded_cases_chunked_under_a_third_of_the_largest_piece(case):
+    whole = plan_crossmesh(case["src_mesh"], case["src"], case["dst_mesh"], case["dst"], objective="memory")
+    cap = max(4, whole.transfer.largest_piece_bytes // 3)
+    try:
+        p = plan_crossmesh(case["src_mesh"], case["src"], case["dst_mesh"], case["dst"], objective="memory",
+                           staging_cap_bytes=cap)
+    except StagingError as e:
+        # only a device in both meshes holding the other phase's shard can need more than the cap
+        assert "other phase" in str(e)
+        assert whole.transfer.shared_devices() or set(whole.src_mesh.device_ids) & set(whole.dst_mesh.device_ids)
+        return
+    assert p.transfer.largest_piece_bytes <= cap and p.staging_bytes <= cap and p.bound_holds
+    p.check()
+
+
+def test_staging_cap_below_one_element():
+    with pytest.raises(StagingError, match="below one element"):
+        plan_crossmesh("a=4@0-3", "[8{a}, 4]", "b=2@4-5", "[8{b}, 4]", staging_cap_bytes=2)
 
 
 def test_mesh_beyond_the_machine():

@@ -166,6 +166,32 @@ def test_report_html_and_summary(smoke, tmp_path):
     md = rep.markdown()
     assert md.splitlines()[0].startswith("| auto vs | machine | compilers (auto / other) | pairs |")
     assert "| xla-shardy | tpu-v4 | libtpu / libtpu |" in md
+    # compiled rows carry the compiler's own peak (memory_analysis), which the remat column counts
+    assert (tpu_rows[tpu_rows["planner"].isin(["auto", "xla-shardy"])]["compiled_peak_bytes"] > 0).all()
+    for s in (x for x in rep.by_machine if x["machine"] == "tpu-v4" and x["vs"] == "xla-shardy"):
+        o = ours.xs("tpu-v4", level="machine")
+        x = b[(b["planner"] == "xla-shardy") & (b["machine"] == "tpu-v4")].set_index("case")
+        rm = x[x["full_remat"].astype(bool)]
+        lower = int((o.loc[rm.index, "compiled_peak_bytes"] < rm["compiled_peak_bytes"]).sum())
+        assert s["peak_lt_remat"] == (f"{lower}/{len(rm)}" if len(rm) else "-")
+        assert f"| {s['temp_le']} | {s['temp_lt_remat']} / {s['peak_lt_remat']} |" in md
+        over = {t["case"] for t in s["temp_over"]}
+        assert over == set(x.index[x["temp_bytes"] < o.loc[x.index, "temp_bytes"]])
+
+
+def test_temp_over_says_why():
+    """Temp above the other side's: a few hundred bytes are the async collectives'
+    bookkeeping; more is the plan's intermediates."""
+    from experiments.report import temp_over
+
+    j = pd.DataFrame([
+        {"case": "a", "machine": "dgx-h100", "temp_bytes_ours": 8389888, "temp_bytes_other": 8389120,
+         "num_collectives_ours": 3, "num_collectives_other": 1},
+        {"case": "b", "machine": "dgx-h100", "temp_bytes_ours": 16777732, "temp_bytes_other": 2097920,
+         "num_collectives_ours": 1, "num_collectives_other": 2}])
+    a, b = temp_over(j)
+    assert a["why"] == "768 B of async-collective bookkeeping (3 collectives against 1)"
+    assert b["why"] == "a different plan (1 collective against 2): its intermediates need 14.0 MiB more"
 
 
 def test_report_cli_forms(smoke, tmp_path):

@@ -267,6 +267,20 @@ def _writers():
         with FolderLock(p.parent):
             pass
 
+    def compile_slot(p):  # the host's compile slot: REDIST_CACHE_DIR/compile.lock
+        from executor import run
+
+        old = os.environ.get("REDIST_CACHE_DIR")
+        os.environ["REDIST_CACHE_DIR"] = str(p.parent)
+        try:
+            run._take_compile_slot("case", 1)
+        finally:
+            run.release_compile_slot()
+            if old is None:
+                os.environ.pop("REDIST_CACHE_DIR", None)
+            else:
+                os.environ["REDIST_CACHE_DIR"] = old
+
     return {
         "atomic_write_text": lambda p: fileio.atomic_write_text(p, "new", "--out"),
         "atomic_write_bytes": lambda p: fileio.atomic_write_bytes(p, b"new", "--out"),
@@ -275,10 +289,11 @@ def _writers():
         "open_lock_file": lambda p: fileio.open_lock_file(p).write("new"),
         "rows.jsonl": journal,
         ".lock": lock,
+        "compile.lock": compile_slot,
     }
 
 
-_NAMES = {"rows.jsonl": "rows.jsonl", ".lock": ".lock"}
+_NAMES = {"rows.jsonl": "rows.jsonl", ".lock": ".lock", "compile.lock": "compile.lock"}
 
 
 @pytest.mark.parametrize("writer", list(_NAMES) + ["atomic_write_text", "atomic_write_bytes", "atomic_write_json",
@@ -521,35 +536,34 @@ def test_memory_budget_env_must_be_finite(monkeypatch):
     assert limits.available_memory_bytes() == 8 * 10**9
 
 
-def test_compiles_that_would_not_fit_together_run_one_at_a_time(monkeypatch, tmp_path):
-    import threading
+def test_compiles_that_would_not_fit_together_take_the_host_slot(monkeypatch, tmp_path):
+    """One fits, two do not: the first guard takes the host's compile slot (an exclusive
+    flock on REDIST_CACHE_DIR/compile.lock) and keeps it for the process; a second guard in
+    the same process does not wait for itself; another process waits (across processes:
+    tests/test_hardening.py::test_two_runs_that_do_not_fit_together_run_one_at_a_time)."""
+    import fcntl
 
     from executor import run
 
-    monkeypatch.setattr(run.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("REDIST_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "_SLOT", None)
     est = run.compile_host_bytes(64 << 20)
     monkeypatch.setenv("REDIST_MEMORY_BUDGET_BYTES", str(int(1.5 * est)))  # one fits, two do not
-    a_in, a_go, b_in = threading.Event(), threading.Event(), threading.Event()
-
-    def a():
+    try:
         with run.compile_guard("case A", "cpu", 64 << 20):
-            a_in.set()
-            a_go.wait(30)
-
-    def b():
-        with run.compile_guard("case B", "cpu", 64 << 20):
-            b_in.set()
-
-    ta = threading.Thread(target=a)
-    ta.start()
-    assert a_in.wait(30)
-    tb = threading.Thread(target=b)
-    tb.start()
-    assert not b_in.wait(0.5)  # B waits for A's compile (it can only pass, never fail, by being slow)
-    a_go.set()
-    ta.join(30)
-    assert b_in.wait(30)
-    tb.join(30)
+            pass
+        with run.compile_guard("case B", "cpu", 64 << 20):  # same process: no wait on itself
+            pass
+        lock = tmp_path / "cache" / "compile.lock"
+        assert run._SLOT is not None and lock.is_file() and not lock.is_symlink()
+        with open(lock) as other:  # another open file description: the slot is taken
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert run.release_compile_slot() is True
+        with open(lock) as other:
+            fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    finally:
+        run.release_compile_slot()
     monkeypatch.setenv("REDIST_MEMORY_BUDGET_BYTES", str(est // 2))
     with pytest.raises(LimitError, match="case C: the cpu compile needs about"):
         with run.compile_guard("case C", "cpu", 64 << 20):

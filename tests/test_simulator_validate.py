@@ -272,3 +272,151 @@ def test_multislice_profile_crosses_slices_over_dcn():
     assert res.lower_bound_s <= res.time_s
     inside = simulate(one_op("all_reduce", 128, 1 << 28, tuple((2 * i, 2 * i + 1) for i in range(64))), m)
     assert inside.time_s < res.time_s / 20                       # ICI inside a slice
+
+
+# -- round 2: reductions at the kernel's rate, all-to-all pairs, the bound before/after ---------------
+def test_reductions_read_their_input_at_the_kernel_rate():
+    """H100 reduce-scatters take about S / 400 GB/s whatever the group (XLA's table: 0.77 ms at 256 MiB
+    over 2, 4 and 8 ranks), while all-gathers of the same size get faster in smaller groups;
+    B200 has no such limit (its reduce-scatters run as fast as its all-gathers)."""
+    S = 256 << 20
+    h = load_profile("dgx-h100:1")
+    assert h.reduce_input_bandwidth_Bps == pytest.approx(4.0e11)
+
+    def t(machine, kind, n):
+        groups = tuple(tuple(range(i * n, (i + 1) * n)) for i in range(8 // n))
+        return simulate(one_op(kind, 8, S, groups), machine).time_s
+
+    rs = {n: t(h, "reduce_scatter", n) for n in (2, 4, 8)}
+    assert all(v >= S / h.reduce_input_bandwidth_Bps for v in rs.values())
+    assert max(rs.values()) / min(rs.values()) < 1.05
+    assert t(h, "all_gather", 2) < 0.85 * rs[2]
+    b = load_profile("dgx-b200:1")
+    assert b.reduce_input_bandwidth_Bps == 0            # not inherited from dgx-h100
+    assert t(b, "reduce_scatter", 2) == pytest.approx(t(b, "all_gather", 2), rel=0.02)
+    # the limit is the GPU's arithmetic: NVLS (the switch reduces) does not pay it
+    assert plan_op(one_op("all_reduce", 8, S).ops[0], h).reduce_s == 0.0
+
+
+def test_all_to_all_pairs_drive_fewer_channels():
+    for spec in ("dgx-h100:1", "dgx-b200:1"):
+        m = load_profile(spec)
+        e = [m.group_a2a_efficiency(n) for n in (2, 4, 8)]
+        assert e[0] == pytest.approx(m.a2a_pair_efficiency) and e[2] == pytest.approx(m.a2a_efficiency)
+        assert e[0] < e[1] < e[2]
+
+        def send_rate(n, size=1 << 30):
+            groups = tuple(tuple(range(i * n, (i + 1) * n)) for i in range(8 // n))
+            res = simulate(one_op("all_to_all", 8, size, groups), m)
+            return size * (n - 1) / n / res.time_s
+
+        assert send_rate(2) < send_rate(8)
+        # a permute is not an all-to-all: it keeps the ring's link efficiency
+        perm = Schedule(8, (ScheduleOp("permute", 1 << 30, 1 << 30, 1 << 30, 1 << 30,
+                                       pairs=((0, 1), (1, 0))),), "p")
+        assert plan_op(perm.ops[0], m).capacity.max() == pytest.approx(
+            m.link_bandwidth_Bps * m.links_per_chip * m.link_efficiency)
+
+
+def _results_folder(tmp_path, cases):
+    rows = []
+    for i, (machine, mesh, src, dst, t) in enumerate(cases):
+        for planner in ("auto", "xla-shardy", "easy"):
+            rows.append({"id": f"{i}-{planner}", "status": "ok", "suite": "s", "case": f"c{i}", "machine": machine,
+                         "planner": planner, "mesh": mesh, "src": src, "dst": dst, "itemsize": 4,
+                         "num_devices": int(np.prod([int(a.split("=")[1]) for a in mesh.split(",")])),
+                         "baseline": True, "placement": "default", "time_s": t * (2 if planner != "auto" else 1)})
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def test_bound_ratio_reads_a_results_folder_with_and_without_the_latency_term(tmp_path, capsys):
+    import synth
+    from simulator import simulate_plan
+    from simulator.bound_ratio import bound_ratio
+    from simulator.cli import main
+
+    cases = [("dgx-h100", "x=8", "[64{x}, 8]", "[64, 8{x}]", 50e-6),          # 256 B per device: latency-bound
+             ("tpu-v4", "x=4,y=4", "[4096{x,y}, 512]", "[4096{y}, 512{x}]", 200e-6)]
+    folder = _results_folder(tmp_path, cases)
+    res = bound_ratio(folder)
+    assert set(res["planners"]) == {"auto", "xla-shardy"} and res["cases"] == 2
+    # the bound "after" is the simulator's own bound for the case's plan on the sized machine
+    bounds = []
+    for machine, mesh, src, dst, _t in cases:
+        plan = synth.synthesize(mesh, src, dst, itemsize=4)
+        spec = "dgx-h100:1" if machine == "dgx-h100" else "tpu-v4:4x2x2"
+        bounds.append(simulate_plan(plan, spec).lower_bound_s)
+    after = res["planners"]["auto"]["after"]
+    assert after["geomean"] == pytest.approx(np.sqrt((50e-6 / bounds[0]) * (200e-6 / bounds[1])))
+    assert res["planners"]["xla-shardy"]["after"]["geomean"] == pytest.approx(2 * after["geomean"])
+    before = res["planners"]["auto"]["before"]
+    assert before["geomean"] > after["geomean"] and before["max"] > 10 * after["max"]
+    worst = int(np.argmax([50e-6 / bounds[0], 200e-6 / bounds[1]]))
+    assert after["max_case"] == f"s/c{worst} on {cases[worst][0]}"
+    assert res["recorded_bound_differs"] == 0            # the rows recorded no bound
+    assert main(["bound-ratio", str(folder)]) == 0
+    assert "geomean before" in capsys.readouterr().out
+    assert main(["bound-ratio", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a results folder" in err[0]
+    (tmp_path / "rows.jsonl").write_text("{not json\n")
+    assert main(["bound-ratio", str(folder)]) == 2
+    assert "line 1 is not JSON" in capsys.readouterr().err
+
+
+def test_bound_ratio_sizes_machines_as_the_experiments_runner():
+    from experiments.backends import auto_size as runner_size
+    from simulator.bound_ratio import auto_size
+
+    for kind, nd in (("torus", 3), ("torus", 2), ("switched", 2), ("cpu-host", 1)):
+        for n in (1, 2, 4, 6, 8, 12, 16, 64, 96, 256, 4096):
+            assert auto_size(kind, nd, n) == runner_size(kind, nd, n)
+
+
+@pytest.mark.parametrize("param, value, ok", [
+    ("reduce_input_bandwidth_Bps", "0", True), ("reduce_input_bandwidth_Bps", "1e308", False),
+    ("reduce_input_bandwidth_Bps", "-1", False), ("reduce_input_bandwidth_Bps", ".nan", False),
+    ("reduce_input_bandwidth_Bps", "fast", False), ("a2a_pair_efficiency", "0", True),
+    ("a2a_pair_efficiency", "1.5", False), ("a2a_pair_efficiency", "-0.1", False),
+    ("a2a_pair_efficiency", ".inf", False),
+])
+def test_round_2_profile_numbers_are_checked(tmp_path, param, value, ok):
+    from models.errors import ProfileError
+
+    p = tmp_path / "p.yaml"
+    p.write_text(f"extends: dgx-h100\nparams:\n  {param}: {value}\n")
+    if ok:
+        assert getattr(load_profile(f"{p}:1"), param) == 0
+        return
+    with pytest.raises(ProfileError, match=param) as e:
+        load_profile(f"{p}:1")
+    assert "\n" not in str(e.value)
+
+
+def test_the_bound_without_its_latency_term_is_bytes_over_bandwidth():
+    from models.analytic import redistribution_bound_terms
+    from synth import ArrayType, Mesh
+
+    m = load_profile("dgx-h100:1")
+    mesh, src, dst = Mesh.parse("x=8"), ArrayType.parse("[1024{x}, 8]"), ArrayType.parse("[1024, 8{x}]")
+    with_lat = redistribution_bound_terms(m, mesh, src, dst, 4, list(range(8)))
+    without = redistribution_bound_terms(m, mesh, src, dst, 4, list(range(8)), latency=False)
+    assert "latency" in with_lat and "latency" not in without
+    # each device needs 7/8 of its 4 KiB target block over its 450 GB/s of NVLink
+    assert without["injection"] == pytest.approx(1024 * 8 * 4 / 8 * 7 / 8 / 450e9)
+    assert with_lat["injection"] == pytest.approx(launch_floor_s(m) + 0.6e-6 + without["injection"])
+    assert all(without[k] < with_lat[k] for k in without)
+
+
+def test_bound_ratio_says_when_a_folder_recorded_another_bound(tmp_path):
+    from simulator.bound_ratio import bound_ratio
+
+    folder = _results_folder(tmp_path, [("dgx-h100", "x=8", "[64{x}, 8]", "[64, 8{x}]", 50e-6)])
+    rows = [json.loads(x) for x in (folder / "rows.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["lower_bound_s"] = 1e-9                       # an older model's bound
+    rows.append(dict(rows[0], id="late", status="error"))   # unfinished rows are left out
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = bound_ratio(folder)
+    assert res["recorded_bound_differs"] == 1 and res["planners"]["auto"]["cases"] == 1

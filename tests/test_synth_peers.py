@@ -47,12 +47,15 @@ BUDGET_MS = 60_000
 #: 60000 to 10000 moves (the budget runs out; the plan says so; within it with
 #: --budget-moves 60000): slice_on_multiple_src_dims. Main at 10:44 (the sets below):
 #: Shardy dominated 6, over the bound where Shardy is within 10, at the receive bound 57.
+#: b-quality (12:30): the greedy first plan of synth.planners.auto finds Shardy's one
+#: 2-dim gather for replace_multiple_axes_diff_dims within the default budget (dominated 5).
+#: Of the 5 left, all are cases whose Shardy sequence breaks the JAX padded layout on an
+#: uneven dim (costed from its types only; it cannot run as written).
 PINNED = {
     "shardy": {
         "dominated": {
             "all_to_all_and_gather_src_dim_out_of_order", "all_to_all_subaxis_and_full_axis_then_all_gather",
-            "replace_multiple_axes_diff_dims", "replace_sub_axes_2", "replace_sub_axes_3",
-            "slice_on_multiple_src_dims",
+            "replace_sub_axes_2", "replace_sub_axes_3", "slice_on_multiple_src_dims",
         },
         "over_bound_peer_within": {
             "all_to_all_axes_at_src_and_tgt_out_of_order", "all_to_all_two_tgt_dims_src_out_of_order",
@@ -216,8 +219,42 @@ def test_fusing_our_runs_never_costs_more_and_is_checked(runs):
         assert f["ours"]["collectives"] <= plain["ours"]["collectives"]
         assert f["ours"]["recv_bytes"] <= plain["ours"]["recv_bytes"]
     dominated = {r["test"] for r in fused["rows"] if r["dominated"]}
-    # at most 3: slice_on_multiple_src_dims is within the bound since the work budget became
-    # 50,000 moves (at 30,000 it fell back to normal's over-bound plan), but with 3
-    # collectives to Shardy's 2 (pinned as dominated above; an open move-set question)
+    # at most 3, each a case whose Shardy sequence breaks the JAX padded layout on an
+    # uneven dim (slice_on_multiple_src_dims: its last all_to_all over (z, w) into
+    # 8{x,y} would need elements the group does not hold; costed from its types only)
     assert dominated <= PINNED["shardy"]["dominated"] and len(dominated) <= 3
+    assert not any(r["peer_replayed"] for r in fused["rows"] if r["dominated"])
     assert "replace_multiple_axes_diff_dims" not in dominated  # one 2-dim gather, as Shardy
+
+
+@pytest.mark.parametrize("suite", ["shardy", "dtensor"])
+def test_no_peer_sequence_beats_a_plan_called_optimal(runs, suite):
+    """Every peer sequence that runs in our types (Shardy's, DTensor's greedy and min-cost),
+    costed under the same model as our plan and within the memory cap our plan was
+    searched in, costs no less than the optimum of a plan we call optimal: where one does,
+    the move set or the search has a gap (issue 18: "optimal" only where it is true)."""
+    from synth.peers import our_plan
+    from synth.planners import DefaultCost, schedule_cost
+
+    cost = DefaultCost()
+    compared, beaten = 0, []
+    for case in load_suite(suite)["cases"]:
+        if case.get("dst_mesh"):
+            continue  # two meshes: the cross-mesh planner claims no optimum
+        ours = our_plan(case, budget_ms=BUDGET_MS)  # the plan the suite run made (cached)
+        for ops in [case["ops"]] + list(case["alt"].values()):
+            try:
+                peer = peer_plan(case, ops)
+            except RedistributionError:
+                continue  # breaks our (JAX's) layout on an uneven dim: not a plan that runs
+            t_peer = schedule_cost(peer, cost)[0]
+            cap = ours.search["min_max_shard_bytes"]
+            if not ours.search["optimal"] or peer.max_shard_bytes > cap:
+                continue
+            compared += 1
+            if ours.search["optimum_s"] > t_peer * (1 + 1e-9):
+                beaten.append((case["test"], ours.search["optimum_s"], t_peer, [str(c) for c in peer.steps]))
+            # the plan returned may cost up to the tie tolerance more, where it buys memory
+            assert ours.search["time_s"] <= t_peer * (1 + ours.search["tie_tolerance"]) + 1e-15, case["test"]
+    assert not beaten, beaten
+    assert compared >= {"shardy": 70, "dtensor": 300}[suite]  # 75 and 324 when written

@@ -208,6 +208,24 @@ def _executor_cmd(sub: str, mesh_text: str, src: str, dst: str, dtype: str, *ext
             "--dtype", dtype, "--devices", str(n), *extra, "--json"]
 
 
+def _killed_line(cmd: list[str], returncode: int) -> str:
+    """:func:`executor.run.killed_line` for one of :func:`_executor_cmd`'s commands: the
+    estimate of a run over real arrays (``compare``, ``--check``) or of an ahead-of-time
+    compile (``xla-schedule``)."""
+    from executor.run import aot_compile_host_bytes, compile_host_bytes, killed_line
+    from synth.cliutil import DTYPE_ITEMSIZE
+
+    arg = {k: v for k, v in zip(cmd, cmd[1:]) if k.startswith("--")}
+    try:
+        nbytes = synth.ArrayType.parse(arg["--src"]).num_elems() * DTYPE_ITEMSIZE.get(arg.get("--dtype", ""), 4)
+        n = synth.Mesh.parse(arg["--mesh"]).size
+        real = cmd[3] == "compare" or "--check" in cmd
+        need = compile_host_bytes(nbytes, n) if real else aot_compile_host_bytes("cpu", n)
+    except (synth.RedistributionError, KeyError, IndexError):  # the case as typed is named below anyway
+        need = None
+    return killed_line(f"{arg.get('--src')} -> {arg.get('--dst')} on {arg.get('--mesh')}", "cpu", need, returncode)
+
+
 def _run_executor(cmds: list[list[str]], timeout_s: int) -> list[dict]:
     """Run executor CLI commands in parallel; each prints one JSON document. JAX's CPU
     device count is fixed when its backend starts, so each gets a fresh interpreter
@@ -229,12 +247,11 @@ def _run_executor(cmds: list[list[str]], timeout_s: int) -> list[dict]:
             except subprocess.TimeoutExpired:
                 raise WorkerError(f"`python -m executor {c[3]}` took longer than {timeout_s} s and was "
                                   "stopped; try a smaller array or mesh") from None
+            if p.returncode < 0:  # a signal (9: the out-of-memory killer): case, compiler, bytes
+                raise WorkerError(f"python -m executor {c[3]}: {_killed_line(c, p.returncode)}")
             if p.returncode != 0:
                 lines = [ln for ln in se.strip().splitlines() if ln.strip()]
-                msg = lines[-1] if lines and p.returncode > 0 else (
-                    f"exit status {p.returncode}" if p.returncode > 0 else
-                    f"killed by signal {-p.returncode}, most likely for memory (the host ran out); "
-                    "try a smaller array")
+                msg = lines[-1] if lines else f"exit status {p.returncode}"
                 raise WorkerError(f"python -m executor {c[3]}: {msg.removeprefix('error: ')}")
             outs.append(json.loads(so))
     finally:

@@ -71,6 +71,11 @@ def compiled_strategies(key: str, machine: str, mesh_text: str, plan: synth.Plan
         except subprocess.TimeoutExpired:
             raise WorkerError(f"compiling for {machine} took longer than {timeout_s} s and was stopped; "
                               "try a smaller mesh") from None
+    if p.returncode < 0:  # a signal (9: the out-of-memory killer): case, compiler and bytes (executor.run)
+        from executor.run import aot_compile_host_bytes, killed_line
+
+        raise WorkerError(killed_line(f"compiling {plan.src} -> {plan.dst} on {mesh_text}", machine,
+                                      aot_compile_host_bytes(machine, plan.mesh.size), p.returncode))
     if p.returncode != 0:
         lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
         msg = lines[-1] if lines else f"exit status {p.returncode}"
@@ -127,7 +132,18 @@ def remat_text(s: synth.Schedule) -> str | None:
         return (f"step {i}, {op.kind} `{op.label or op.kind}`, grows each device's buffer from "
                 f"{fmt_bytes(op.in_bytes)} to {fmt_bytes(op.out_bytes)} ({grow:.0f}x): the whole array, "
                 f"{op.out_bytes / max(final, 1):.0f}x the {fmt_bytes(final)} each device keeps at the end. "
-                + (str(s.meta.get("full_remat_reason")) if s.meta.get("full_remat_reason") else ""))
+                + (str(s.meta.get("full_remat_reason")) if s.meta.get("full_remat_reason") else "")
+                + _memory_text(s))
     if s.meta.get("full_remat"):
-        return str(s.meta.get("full_remat_reason") or "XLA reported a full rematerialization")
+        return str(s.meta.get("full_remat_reason") or "XLA reported a full rematerialization") + _memory_text(s)
     return None
+
+
+def _memory_text(s: synth.Schedule) -> str:
+    """Where the compiled program keeps that buffer: its temp bytes and the compiler's peak."""
+    temp, peak = s.meta.get("temp_bytes"), s.meta.get("compiled_peak_bytes")
+    if temp is None or peak is None:
+        return ""
+    where = (" (0 B of temporaries: the compiler keeps the buffer out of HBM temporaries, in another memory "
+             "space; the peak counts it)" if not temp else "")
+    return f" Compiled: {fmt_bytes(temp)} of temporaries, a peak of {fmt_bytes(peak)} per device{where}."

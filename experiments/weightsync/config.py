@@ -37,6 +37,9 @@ class PublishedSchema(_Strict):
     what: str
     source: str
     time_s_high: float | None = None
+    differs: str | None = Field(default=None, description="why the simulated schedule of the published method "
+                                "differs from the figure by more than 30% (what that system pays that the "
+                                "simulation does not model), with its evidence")
 
 
 class SyncConfigSchema(_Strict):

@@ -146,6 +146,76 @@ class Costs:
         return nbytes / self.nic_Bps + hops * (self.alpha + float(self.machine.nic_latency_s or 0.0))
 
 
+class Relabeler:
+    """Plans found once per class of mesh pairs equal up to renaming whole nodes
+    (:func:`models.crossmesh.node_relabeling`: a pipeline stage's sub-mesh is another
+    stage's shifted by whole nodes), carried to each pair by renaming the devices
+    (:func:`synth.crossmesh.relabel`), the link loads (:func:`node_link_permutation`) and the
+    bound terms (:func:`relabel_terms`). On machines where renaming nodes is not a symmetry,
+    every mesh pair is its own class."""
+
+    def __init__(self, machine, costs):
+        self.machine, self.costs = machine, costs
+        self._canon: dict = {}
+        self._perm: dict = {}
+        self._plans: dict = {}
+        self._terms: dict = {}
+
+    @property
+    def meshes(self) -> int:
+        return len(self._canon)
+
+    def canonical(self, am, bm):
+        """``(canonical A, canonical B, {canonical device: device} or None for the identity)``."""
+        k = (am, bm)
+        got = self._canon.get(k)
+        if got is None:
+            from models.crossmesh import node_relabeling
+
+            r = node_relabeling(self.machine, am, bm)
+            if r is None or all(c == d for c, d in r[2].items()):
+                got = (am, bm, None)
+            else:
+                got = (r[0], r[1], r[2])
+            self._canon[k] = got
+        return got
+
+    def _link_perm(self, inv):
+        k = tuple(sorted(inv.items()))
+        perm = self._perm.get(k)
+        if perm is None:
+            from models.crossmesh import node_link_permutation
+
+            perm = self._perm[k] = node_link_permutation(self.machine, inv)
+        return perm, k
+
+    def array_plan(self, key, ap: ArrayPlan, inv) -> ArrayPlan:
+        if inv is None:
+            return ap
+        perm, ik = self._link_perm(inv)
+        got = self._plans.get((key, ik))
+        if got is None:
+            from synth.crossmesh import relabel
+
+            load = np.zeros_like(ap.load)
+            load[perm] = ap.load
+            got = ArrayPlan(ap.name, relabel(ap.plan, inv), load, ap.lat_s, ap.pre_s, ap.post_s, ap.stage_bytes,
+                            {inv[d]: b for d, b in ap.resident.items()})
+            self._plans[(key, ik)] = got
+        return got
+
+    def terms(self, key, terms: dict, inv) -> dict:
+        if inv is None:
+            return terms
+        ik = tuple(sorted(inv.items()))
+        got = self._terms.get((key, ik))
+        if got is None:
+            from models.crossmesh import relabel_terms
+
+            got = self._terms[(key, ik)] = relabel_terms(terms, inv, self.machine.dims[1])
+        return got
+
+
 # -- the whole-model plan --------------------------------------------------------------------
 @dataclass
 class ArrayPlan:
@@ -177,6 +247,20 @@ class SyncResult:
     notes: list = field(default_factory=list)
     planning_cpu_s: float = 0.0
 
+    def published_check(self) -> dict | None:
+        """The published method's own schedule, simulated, against its published figure: the
+        ratio to the figure (to the nearest end of a published range), whether it is within
+        30%, and the config's stated reason where it is not."""
+        pub = self.published
+        if not pub:
+            return None
+        sim = self.baselines[pub["method"]]["time_s"]
+        lo, hi = pub["time_s"], pub.get("time_s_high") or pub["time_s"]
+        near = min(max(sim, lo), hi)
+        ratio = sim / near
+        return {"method": pub["method"], "simulated_s": sim, "published_s": [lo, hi] if hi != lo else lo,
+                "ratio": ratio, "within_30pct": bool(0.7 <= ratio <= 1.3), "differs": pub.get("differs")}
+
     def to_dict(self) -> dict:
         return {"name": self.config.get("name"), "model": self.config.get("model"), "arrays": self.arrays,
                 "distinct_plans": self.distinct_plans, "buckets": self.buckets, "time_s": self.time_s,
@@ -184,7 +268,8 @@ class SyncResult:
                 "ratio_to_bound": self.time_s / self.lower_bound_s if self.lower_bound_s else None,
                 "peak_bytes_max_device": self.peak_bytes_max_device, "bound_bytes": self.bound_bytes,
                 "bound_holds": self.peak_bytes_max_device <= self.bound_bytes,
-                "baselines": self.baselines, "published": self.published, "planning_s": self.planning_s,
+                "baselines": self.baselines, "published": self.published,
+                "published_check": self.published_check(), "planning_s": self.planning_s,
                 "planning_cpu_s": self.planning_cpu_s,
                 "total_bytes": self.total_bytes, "notes": self.notes}
 
@@ -216,24 +301,26 @@ def plan_sync(cfg: dict, progress=None) -> SyncResult:
     bcache: dict = {}
     arrays = []
     terms_sum: dict = {}
+    relabel = Relabeler(machine, costs)
     for k, p in enumerate(params):
         am = train.param_mesh(p.layer, layers)
         bm = infer.mesh
         st, dt = train.param_type(p.shape, p.role, am), infer.param_type(p.shape, p.role, bm)
-        key = _signature(p, am, st, bm, dt, itemsize)
-        ap = cache.get(key)
-        if ap is None:
-            plan = plan_crossmesh(am, st, bm, dt, itemsize, planner=planner,
+        cam, cbm, inv = relabel.canonical(am, bm)
+        key = _signature(p, cam, st, cbm, dt, itemsize)
+        if key not in cache:
+            plan = plan_crossmesh(cam, st, cbm, dt, itemsize, planner=planner,
                                   cost=lambda q: _plan_cost(q, costs))
-            ap = cache[key] = _array_plan(p.name, plan, costs)
-            bcache[key] = cut_bound_terms(machine, am, st, bm, dt, itemsize)
+            cache[key] = _array_plan(p.name, plan, costs)
+            bcache[key] = cut_bound_terms(machine, cam, st, cbm, dt, itemsize)
+        ap = relabel.array_plan(key, cache[key], inv)
         if ap.stage_bytes > cap:
             raise WeightSyncError(
                 f"weight-sync: the staging cap of {cap} bytes is below what parameter {p.name} {p.shape} needs "
                 f"staged on one device ({ap.stage_bytes} bytes: its receive buffer and largest piece); raise "
                 f"staging_cap_bytes to at least {ap.stage_bytes}")
         arrays.append((p, ap))
-        for t, v in bcache[key].items():
+        for t, v in relabel.terms(key, bcache[key], inv).items():
             terms_sum[t] = terms_sum.get(t, 0.0) + v
         if progress and k % 50 == 0:
             progress(k, len(params))
@@ -241,7 +328,7 @@ def plan_sync(cfg: dict, progress=None) -> SyncResult:
     # bucket runs while the next is on the wire): the bucket size with the least time wins. The
     # per-parameter choice sums its phases; the whole model is also tried with every parameter
     # sent shard to shard (direct, no collectives), and the faster schedule is ours.
-    direct = _direct_arrays(arrays, itemsize, planner, costs)
+    direct = _direct_arrays(arrays, itemsize, planner, costs, relabel)
     best = None
     for cand in (arrays, direct):
         for div in (1, 2, 4, 8, 16, 32, 64):
@@ -261,8 +348,9 @@ def plan_sync(cfg: dict, progress=None) -> SyncResult:
     planning_s = time.perf_counter() - t0
     planning_cpu_s = time.process_time() - c0
     total = sum(p.elems for p, _ in arrays) * itemsize
-    baselines = _baselines(cfg, arrays, direct, itemsize, costs, cap)
-    notes = [f"{len(cache)} distinct plans for {len(arrays)} parameters",
+    baselines = _baselines(cfg, arrays, direct, itemsize, costs, cap, relabel)
+    notes = [f"{len(cache)} distinct plans for {len(arrays)} parameters (up to renaming whole nodes; "
+             f"{relabel.meshes} distinct mesh pairs)",
              "fused layouts (qkv, gate/up, experts w13) are planned per component and placed side by side locally",
              f"machine {machine.spec}; transfers costed from aggregate link loads at achieved capacity"]
     return SyncResult(cfg, len(arrays), len(cache), len(buckets), t_ours, terms_sum.get(lb_kind, 0.0), lb_kind, int(peak),
@@ -344,7 +432,7 @@ def _holders(plan):
     return list(seen.values())
 
 
-def _direct_arrays(arrays, itemsize, planner, costs) -> list:
+def _direct_arrays(arrays, itemsize, planner, costs, relabel) -> list:
     """Every parameter sent shard to shard: direct, no spreading on A, no collectives on B."""
     from synth.crossmesh import plan_crossmesh
 
@@ -352,16 +440,23 @@ def _direct_arrays(arrays, itemsize, planner, costs) -> list:
     out = []
     for p, ap in arrays:
         plan = ap.plan
-        key = (p.shape, str(plan.src_mesh), str(plan.src), str(plan.dst))
+        cam, cbm, inv = relabel.canonical(plan.src_mesh, plan.dst_mesh)
+        key = ("direct", p.shape, str(cam), str(cbm), str(plan.src), str(plan.dst))
         if key not in pcache:
-            q = plan_crossmesh(plan.src_mesh, plan.src, plan.dst_mesh, plan.dst, itemsize,
+            q = plan_crossmesh(cam, plan.src, cbm, plan.dst, itemsize,
                                planner=planner, mode="direct", spread_source=False)
             pcache[key] = _array_plan(p.name, q, costs)
-        out.append((p, pcache[key]))
+        out.append((p, relabel.array_plan(key, pcache[key], inv)))
     return out
 
 
-def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
+def _base_key(p, plan, relabel):
+    """Baselines' times per parameter, shared by mesh pairs equal up to renaming nodes."""
+    cam, cbm, _ = relabel.canonical(plan.src_mesh, plan.dst_mesh)
+    return (p.shape, str(cam), str(cbm), str(plan.src), str(plan.dst))
+
+
+def _baselines(cfg, arrays, direct, itemsize, costs, cap, relabel) -> dict:
     out = {}
     b_ids = arrays[0][1].plan.dst_mesh.device_ids
     nodes_b = len({d // costs.gpn for d in b_ids})
@@ -370,7 +465,7 @@ def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
     t_gb = t_dp = 0.0
     for p, ap in arrays:
         plan = ap.plan
-        key = (p.shape, str(plan.src_mesh), str(plan.src), str(plan.dst))
+        key = _base_key(p, plan, relabel)
         if key not in memo:
             root = plan.src_mesh.device_ids[0]
             gather = {}
@@ -398,7 +493,7 @@ def _baselines(cfg, arrays, direct, itemsize, costs, cap) -> dict:
             stages.append((g_cur, costs.broadcast_s(size, nodes_b + 1)))
             size, g_cur, k = 0, 0.0, k + 1
         size += full
-        g_cur += memo[(p.shape, str(ap.plan.src_mesh), str(ap.plan.src), str(ap.plan.dst))][2]
+        g_cur += memo[_base_key(p, ap.plan, relabel)][2]
     if size:
         stages.append((g_cur, costs.broadcast_s(size, nodes_b + 1)))
     end_g = end_b = 0.0
@@ -431,4 +526,9 @@ def format_result(r: SyncResult) -> str:
     pub = d.get("published")
     if pub:
         lines.append(f"  {'published.time_s':27s}{pub['time_s']}  ({pub['method']}: {pub['what']}; {pub['source']})")
+        c = d["published_check"]
+        lines.append(f"  published method simulated: {c['simulated_s']:.3f} s = {c['ratio']:.2f} x the published figure "
+                     f"({'within' if c['within_30pct'] else 'NOT within'} 30%)")
+        if not c["within_30pct"]:
+            lines.append(f"  why it differs: {c['differs'] or '(the config gives no reason)'}")
     return "\n".join(lines)

@@ -121,13 +121,24 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     heap = [(key(_ZERO, h_id(s0)), 0.0, next(counter), _ZERO, start)]
     push = heapq.heappush
 
+    best_get = best_g.get
+    h_list = sp._hv
+
     def relax(node, g2, node2, steps, live):
         if g2[0] == inf:
             return
-        old = best_g.get(node2)
-        if old is not None and key(old, _ZERO) <= key(g2, _ZERO):
-            return
-        hh = h_id(node2[0])
+        old = best_get(node2)
+        if old is not None:
+            # key(old, 0) <= key(g2, 0): the time / fewest orders of the tuples
+            if fewest:
+                if (old[2], old[1], old[0]) <= (g2[2], g2[1], g2[0]):
+                    return
+            elif old <= g2:
+                return
+        j = node2[0]
+        hh = h_list[j]
+        if hh is None:
+            hh = h_id(j)
         if time_limit is not None and g2[0] + hh[0] > time_limit:
             return
         f2 = key(g2, hh)
@@ -135,7 +146,8 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             return
         best_g[node2] = g2
         parent[node2] = (node, steps)
-        peak_of[node2] = max(peak_of[node], live)
+        pk = peak_of[node]
+        peak_of[node2] = pk if pk >= live else live
         push(heap, (f2, hh[0], next(counter), g2, node2))
 
     while heap:
@@ -154,12 +166,22 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             state = sp.states[i]
             dims, U = state
             members = _members(sp, tick, sp.info(dims)[0], U)
+            same = None  # the default model: one permute cost for every member (shard bytes)
+            intern, ids = sp.intern, sp._ids
             for d2 in members:
                 if d2 == dims:
                     continue
                 s2 = (d2, U)
                 step = ("all_permute", s2)
-                relax(origin, _add(g1, sp.step_cost(step, state, s2)), (sp.intern(s2), 0), (step,), 2 * sh)
+                if same is None:
+                    c = sp.step_cost(step, state, s2)
+                    if sp.fast:
+                        same = _add(g1, c)
+                    g2 = same if same is not None else _add(g1, c)
+                else:
+                    g2 = same
+                k = ids.get(s2)
+                relax(origin, g2, (intern(s2) if k is None else k, 0), (step,), 2 * sh)
             continue
         if g != best_g.get(node):
             continue  # stale: reached more cheaply since

@@ -111,11 +111,13 @@ def schedule_cost(plan, cost) -> tuple[float, int, int]:
     return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
 
 
-def lower_bound_s(mesh, src, dst, itemsize: int, cost) -> float:
-    """A lower bound on the time of *every* plan from ``src`` to ``dst`` under ``cost``,
-    whatever its moves: the machine's bound for the bytes some device must receive
-    (:func:`synth.plan.recv_lower_bound_bytes`; per device, through each device's own
-    links, where the mesh is small and no sums are pending)."""
+def lower_bound_need(mesh, src, dst, itemsize: int):
+    """``(need, n)``: what devices must receive from ``src`` to ``dst``, whatever the plan,
+    in bytes. ``need`` is the per-device vector (each device's target block less what its
+    source block holds of it) where the mesh has at most 4096 devices and no sums are
+    pending, else None; ``n`` the neediest device's bytes
+    (:func:`synth.plan.recv_lower_bound_bytes` when ``need`` is None). Every plan's
+    received bytes, summed over its steps (each step's neediest device), are at least ``n``."""
     from synth.plan import recv_lower_bound_bytes
     from synth.types import refine
 
@@ -127,11 +129,19 @@ def lower_bound_s(mesh, src, dst, itemsize: int, cost) -> float:
         block = np.clip(d1 - d0, 0, None).prod(axis=1)
         overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
         need = (block - overlap) * itemsize
-        if hasattr(cost, "plan_lower_bound_s"):
-            return float(cost.plan_lower_bound_s(need))
-        n = int(need.max()) if len(need) else 0
-    else:
-        n = recv_lower_bound_bytes(base, src, dst, itemsize)
+        return need, int(need.max()) if len(need) else 0
+    return None, int(recv_lower_bound_bytes(base, src, dst, itemsize))
+
+
+def lower_bound_s(mesh, src, dst, itemsize: int, cost, need=None) -> float:
+    """A lower bound on the time of *every* plan from ``src`` to ``dst`` under ``cost``,
+    whatever its moves: the machine's bound for the bytes some device must receive
+    (:func:`lower_bound_need`: per device, through each device's own links, where the
+    mesh is small and no sums are pending). ``need``: that function's result, when the
+    caller has it already."""
+    vec, n = lower_bound_need(mesh, src, dst, itemsize) if need is None else need
+    if vec is not None and hasattr(cost, "plan_lower_bound_s"):
+        return float(cost.plan_lower_bound_s(vec))
     if hasattr(cost, "bytes_lower_bound_s"):
         return float(cost.bytes_lower_bound_s(n))
     if hasattr(cost, "plan_lower_bound_s"):

@@ -46,6 +46,8 @@ from synth.mesh import Mesh
 from synth.planners.cost import op_time
 from synth.types import ArrayType, Dim, cuts_of, refine_type
 
+_ZERO3 = (0.0, 0, 0)
+
 #: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
 EXACT_NEED_DEVICES = 4096
 
@@ -149,13 +151,19 @@ class Space:
         self._ids: dict = {}
         self.states: list = []   # id -> state
         self.shards: list = []   # id -> shard elements
+        self.infos: list = []    # id -> info(dims) (hot loop: no nested-tuple hashing)
         self._hv: list = []      # id -> h (None until asked)
+        self._nx: dict = {}      # axis-index tuple -> product of its sizes
+        self.size = mesh.size
+        self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         self.tick = None  # set by the engine: called once per move examined
         from synth.planners.cost import DefaultCost
 
         self.fast = type(cost) is DefaultCost
+        if self.fast:
+            self._alpha, self._bw = cost.alpha_s, cost.bandwidth_Bps
 
     # -- coding ----------------------------------------------------------------------
     def code(self, t: ArrayType):
@@ -291,6 +299,52 @@ class Space:
                 op_b = metric = (n - 1) * self.info(b[0])[2] * isz
         return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
 
+    def _ab_i(self, step, ia, ib):
+        """:meth:`_alpha_beta` from the two states' infos (the same arithmetic, in the same
+        order, so the same floats); None for a kind it does not list."""
+        kind = step[0]
+        if kind == "dyn_slice" or kind == "unreduce" or kind == "sharded_to_unreduced":
+            return _ZERO3
+        isz = self.itemsize
+        alpha, bw = self._alpha, self._bw
+        loc_a, sh_a = ia[1], ia[2]
+        if kind == "all_gather":
+            op_b = (self.nprod(step[2]) - 1) * sh_a * isz
+            return (alpha + op_b / bw, op_b, 1)
+        if kind == "all_to_all":
+            n = self.nprod(step[3])
+            j = step[2]
+            loc = list(loc_a)
+            loc[j] = n * ib[1][j]
+            sent = math.prod(loc)
+            return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
+        if kind == "all_permute":
+            op_b = sh_a * isz
+            return (alpha + op_b / bw, op_b, 1)
+        if kind == "reduce_scatter":
+            op_b = (self.nprod(step[2]) - 1) * ib[2] * isz
+            return (alpha + op_b / bw, op_b, 1)
+        if kind == "all_reduce":
+            n = self.nprod(step[1])
+            return (alpha + 2 * sh_a * isz * (n - 1) // n / bw, 2 * (n - 1) * sh_a // n * isz, 1)
+        if kind == "multi_all_gather":
+            n = 1
+            for _, X in step[1]:
+                n *= self.nprod(X)
+            b_ = (n - 1) * sh_a * isz
+            return (alpha + b_ / bw, b_, 1)
+        if kind == "multi_all_to_all":
+            loc = list(loc_a)
+            out = ib[1]
+            n = 1
+            for _, j, X in step[1]:
+                nk = self.nprod(X)
+                n *= nk
+                loc[j] = nk * out[j]
+            sent = math.prod(loc)
+            return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
+        return None  # a kind not listed here: the caller takes step_cost's general path
+
     def permute_floor(self, state):
         """No permute from ``state`` to another type costs less (a class entry's key)."""
         if self.fast:
@@ -341,7 +395,7 @@ class Space:
                 m = 0
                 if not U and not self.T[1] and self._even_T and all(
                         n % k == 0 for n, k in zip(self.shape, self.info(dims)[0])):
-                    if self.mesh.size <= EXACT_NEED_DEVICES:
+                    if self._exact:
                         # the neediest device: its target block less what it holds of it
                         prod = None
                         for i in range(self.rank):
@@ -357,7 +411,7 @@ class Space:
                     # sums pending over U must be combined: nU - 1 partial values per
                     # element arrive somewhere, spread at best over all devices
                     nU = math.prod(self.sz[a] for a in U)
-                    m = -(-(nU - 1) * math.prod(self.shape) // self.mesh.size) * self.itemsize
+                    m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
@@ -371,12 +425,12 @@ class Space:
             import numpy as np
 
             if self._coords is None:
-                ids = np.arange(self.mesh.size, dtype=np.int64)
+                ids = np.arange(self.size, dtype=np.int64)
                 self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
             n = self.shape[i]
 
             def block(ax):
-                idx = np.zeros(self.mesh.size, dtype=np.int64)
+                idx = np.zeros(self.size, dtype=np.int64)
                 k = 1
                 for a in ax:
                     idx = idx * self.sz[a] + self._coords[a]
@@ -495,8 +549,10 @@ class Space:
         i = self._ids.get(state)
         if i is None:
             i = self._ids[state] = len(self.states)
+            inf = self.info(state[0])
             self.states.append(state)
-            self.shards.append(self.info(state[0])[2])
+            self.shards.append(inf[2])
+            self.infos.append(inf)
             self._hv.append(None)
         return i
 
@@ -508,67 +564,127 @@ class Space:
 
     def successors(self, i, full):
         """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
-        of the steps)`` (cost None for a slice, whose cost depends on the run, and for a
-        permute class), generated once per state and pass kind and kept for later passes."""
+        of the steps, live elements)`` (cost None for a slice, whose cost depends on the
+        run, and for a permute class), generated once per state and pass kind and kept for
+        later passes.
+
+        The hot loop of the search: each next state's ``info`` is read by id (hashing a
+        nested tuple once, in :meth:`intern`), and the live elements and alpha-beta cost
+        come from those infos (:meth:`_live_i`, :meth:`_ab_i`), the same integers and
+        floats as :meth:`live` and :meth:`step_cost`."""
         key = (i, full)
         v = self._succ.get(key)
-        if v is None:
-            v = []
-            state = self.states[i]
-            intern = self.intern
-            for steps, s2 in self.moves(state, full):
+        if v is not None:
+            return v
+        v = []
+        state = self.states[i]
+        ids, infos, shards = self._ids, self.infos, self.shards
+        intern, live_i = self.intern, self._live_i
+        ia = infos[i]
+        sh_i = shards[i]
+        two = 2 * sh_i
+        fast = self.fast
+        ab = self._ab_i
+        self._cur = (state[0], ia)
+        for gen in MOVES.values():
+            for steps, s2 in gen(self, state, full):
                 kind = steps[0][0]
                 if kind == "permute_class":
-                    v.append((steps, i, self.shards[i], None, 2 * self.shards[i]))
+                    v.append((steps, i, sh_i, None, two))
                     continue
-                j = intern(s2)
-                live = self.live(steps[-1], state, s2)
+                j = ids.get(s2)
+                if j is None:
+                    j = intern(s2)
+                ib = infos[j]
+                last = steps[-1]
+                live = live_i(last, ia, ib)
                 if len(steps) > 1:
-                    live = max(live, 2 * self.shards[i])
+                    if live < two:
+                        live = two
+                elif kind == "dyn_slice":
+                    v.append((steps, j, ib[2], None, live))
+                    continue
+                elif fast:
+                    c = ab(last, ia, ib)
+                    if c is None:
+                        c = self.step_cost(last, state, s2)
+                    v.append((steps, j, ib[2], c, live))
+                    continue
+                else:
+                    v.append((steps, j, ib[2], self.step_cost(last, state, s2), live))
+                    continue
                 if kind == "dyn_slice":
-                    v.append((steps, j, self.shards[j], None, live))
+                    v.append((steps, j, ib[2], None, live))
                     continue
                 c = (0.0, 0, 0)
-                prev = state
+                prev, ip = state, ia
                 for st in steps:
-                    nxt = s2 if st is steps[-1] else st[1]
-                    a = self.step_cost(st, prev, nxt)
-                    c = (c[0] + a[0], c[1] + a[1], c[2] + a[2])
-                    prev = nxt
-                v.append((steps, j, self.shards[j], c, live))
-            self._succ[key] = v
+                    nxt = s2 if st is last else st[1]
+                    inx = ib if st is last else self.info(nxt[0])
+                    x = ab(st, ip, inx) if fast else None
+                    if x is None:
+                        x = self.step_cost(st, prev, nxt)
+                    c = (c[0] + x[0], c[1] + x[1], c[2] + x[2])
+                    prev, ip = nxt, inx
+                v.append((steps, j, ib[2], c, live))
+        self._succ[key] = v
         return v
+
+    def nprod(self, X) -> int:
+        """The product of the sizes of axis indices ``X`` (memoised per tuple)."""
+        n = self._nx.get(X)
+        if n is None:
+            n = self._nx[X] = math.prod(self.sz[k] for k in X)
+        return n
 
     def live(self, step, a, b) -> int:
         """Elements live at once during ``step`` from ``a`` to ``b`` on a device: input and
         output, or an uneven dim's re-padding buffer with either (each kind's
         ``peak_elems``, on integers)."""
+        return self._live_i(step, self.info(a[0]), self.info(b[0]))
+
+    def _live_i(self, step, ia, ib) -> int:
+        """:meth:`live` from the two states' infos."""
         kind = step[0]
-        _, la, sa, _ = self.info(a[0])
-        _, lb, sb, _ = self.info(b[0])
-        sz = self.sz
+        _, la, sa, _ = ia
+        _, lb, sb, _ = ib
         pad = 0
         if kind == "dyn_slice":
             d = step[1]
-            n = math.prod(sz[k] for k in step[2])
+            n = self.nprod(step[2])
             if la[d] < n * lb[d]:
                 pad = n * lb[d] * (sa // la[d])
-        elif kind in ("all_gather", "multi_all_gather", "sharded_to_unreduced"):
-            X = [k for _, Y in step[1] for k in Y] if kind == "multi_all_gather" else step[2]
-            raw = math.prod(sz[k] for k in X) * sa
+        elif kind == "all_gather" or kind == "sharded_to_unreduced":
+            raw = self.nprod(step[2]) * sa
             pad = raw if raw > sb else 0
-        elif kind in ("all_to_all", "multi_all_to_all"):
-            mv = step[1] if kind == "multi_all_to_all" else ((step[1], step[2], step[3]),)
+        elif kind == "all_to_all":
+            i, j = step[1], step[2]
+            n = self.nprod(step[3])
             sent, raw = list(la), list(lb)
-            for i, j, X in mv:
-                n = math.prod(sz[k] for k in X)
-                sent[j] = n * lb[j]
-                raw[i] = n * la[i]
+            sent[j] = n * lb[j]
+            raw[i] = n * la[i]
             sent, raw = math.prod(sent), math.prod(raw)
             pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
+        elif kind == "multi_all_gather":
+            raw = sa
+            for _, Y in step[1]:
+                raw *= self.nprod(Y)
+            pad = raw if raw > sb else 0
+        elif kind == "multi_all_to_all":
+            return self._live_multi(step[1], la, lb, sa, sb)
         elif kind == "reduce_scatter":
-            sent = math.prod(sz[k] for k in step[2]) * sb
+            sent = self.nprod(step[2]) * sb
             pad = sent if sent > sa else 0
+        return max(sa + pad, pad + sb) if pad else sa + sb
+
+    def _live_multi(self, mv, la, lb, sa, sb):
+        sent, raw = list(la), list(lb)
+        for i, j, X in mv:
+            n = self.nprod(X)
+            sent[j] = n * lb[j]
+            raw[i] = n * la[i]
+        sent, raw = math.prod(sent), math.prod(raw)
+        pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
         return max(sa + pad, pad + sb) if pad else sa + sb
 
 

@@ -149,6 +149,8 @@ def main():
             "local ops": fmt_seconds(local_s),
             "compiled temp": fmt_bytes(sched.meta.get("temp_bytes")) if sched.meta.get("temp_bytes") is not None
             else "-",
+            "compiled peak": fmt_bytes(sched.meta.get("compiled_peak_bytes"))
+            if sched.meta.get("compiled_peak_bytes") is not None else "-",
             "time / lower bound": fmt_ratio(sm["time_s"] / bound if bound > 0 else None),
             "peak memory per device": fmt_bytes(sm["peak_bytes_max_device"]),
             "bytes on links": fmt_bytes(sm["link_bytes_total"]),
@@ -180,7 +182,10 @@ def main():
                        "reshard-to-collectives pass chooses, lowered and compiled like ours (XLA in jax 0.10.2 "
                        "cannot be made to use that pass itself; see docs/executor.md).")
     st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption("algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
+    st.caption("Compiled temp: the compiled program's temporaries per device; compiled peak: the compiler's own "
+               "peak of live buffers per device (arguments, outputs and temporaries in every memory space, from "
+               "memory_analysis), which shows a rematerialisation that libtpu keeps out of HBM temporaries. "
+               "algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
                "page); bus peak: a chip's injection bandwidth.")
 
     names = list(results)
@@ -231,13 +236,16 @@ def _xla_steps(comp_scheds: dict) -> None:
     if not xs:
         return
     st.subheader("XLA's steps")
+    ours = next((s for n, s in comp_scheds.items() if n.startswith("ours")), None)
     for name, s in xs.items():
         why = xla_compare.remat_text(s)
         st.markdown(f"**{name}** ({s.meta.get('compiler', '?')}): {len(s.ops)} ops, "
                     f"{sum(1 for o in s.ops if not o.is_local)} collectives; full rematerialization: "
                     + ("**YES**" if why else "no"))
         if why:
-            st.warning("Rematerialisation: " + why)
+            peak = ours.meta.get("compiled_peak_bytes") if ours is not None else None
+            st.warning("Rematerialisation: " + why + (f" Ours: a peak of {fmt_bytes(peak)} per device."
+                                                      if peak is not None else ""))
         st.dataframe(pd.DataFrame(xla_compare.step_rows(s)), hide_index=True, key=f"cmp_steps_{name}")
 
 

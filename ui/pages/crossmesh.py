@@ -70,6 +70,12 @@ def _sync():
                  key="xm_sync_table")
     if r.get("published"):
         st.caption("Published: " + cx.md_escape(r["published"]["what"]) + " - " + r["published"]["source"])
+        c = r.get("published_check") or {}
+        if c:
+            st.caption(f"The published method ({c['method']}) simulated: {c['simulated_s']:.2f} s, "
+                       f"{c['ratio']:.2f} x the published figure ({'within' if c['within_30pct'] else 'not within'} "
+                       "30%)." + ("" if c["within_30pct"] or not c.get("differs") else
+                                  " Why: " + cx.md_escape(c["differs"])))
 
 
 def main():
