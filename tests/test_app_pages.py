@@ -89,7 +89,7 @@ def test_simulate_default_matches_the_simulator():
     m = _metrics(at)
     assert m["simulated time"] == fmt_seconds(res.time_s)
     assert m["lower bound"] == fmt_seconds(res.lower_bound_s)
-    assert m["peak memory (max device)"] == fmt_bytes(res.peak_bytes_max_device)
+    assert m["peak memory"] == fmt_bytes(res.peak_bytes_max_device)
     # the pictures sit in tabs, only the open one drawn: timeline, link load, memory over time
     assert [t.label for t in at.tabs] == ["Timeline", "Link load", "Memory over time"]
     drawn = []

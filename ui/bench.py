@@ -317,16 +317,17 @@ def _print_browser(b: dict) -> None:
          f"  (numbers shown after {b['first_paint_s']:.2f} s)" if "first_paint_s" in b else "")
     sw = b.get("switches_64") or []
     line("page switch p50, 64 devices", "switch_64_s",
-         f"  (max {max(r['s'] for r in sw):.2f} s over {len(sw)})" if sw else "")
+         f"  (max {max(r['s'] if r['s'] is not None else float('inf') for r in sw):.2f} s over {len(sw)})" if sw else "")
     line("sidebar edit p50, 64 devices", "edit_64_s")
     line("Simulate, 4096 devices", "simulate_4096_s",
          f"  (progress bar seen: {b.get('simulate_4096_progress_seen')})")
     sw = b.get("switches_4096") or []
     line("page switch p50, 4096 devices", "switch_4096_s",
-         f"  (max {max(r['s'] for r in sw):.2f} s over {len(sw)})" if sw else "")
+         f"  (max {max(r['s'] if r['s'] is not None else float('inf') for r in sw):.2f} s over {len(sw)})" if sw else "")
     for key in ("switches_64", "switches_4096"):
         if b.get(key):
-            print(f"    {key}: " + ", ".join(f"{r['to']} {r['s']:.2f}" for r in b[key]))
+            print(f"    {key}: " + ", ".join(f"{r['to']} " + (f"{r['s']:.2f}" if r["s"] is not None else
+                                                             f"> {r['timed_out_s']:g} (timed out)") for r in b[key]))
 
 
 if __name__ == "__main__":

@@ -324,10 +324,11 @@ def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.F
         textfont=dict(size=10 if mesh.size <= 64 else 8)))
     names = mesh.names
     xlab = ("x".join(f"{a}" for a in names[1:]) + " (device column)") if len(names) > 1 else ""
-    sub = (f"summary: which block each of the {mesh.size} devices holds ({info['rows']}x{nc_blocks} "
-           "blocks; the exact grid is one click away)")
+    # two short subtitle lines: the pictures sit side by side at half the page width
+    sub = (f"summary: which block each of the {mesh.size} devices holds<br>"
+           f"({info['rows']}x{nc_blocks} blocks; the exact grid is one click away)")
     fig.update_layout(title=(title + " " if title else "") + str(t) + f"<br><sup>{sub}</sup>",
-                      height=min(700, 160 + 26 * min(rows, 24)), margin=dict(l=60, r=20, t=80, b=40),
+                      height=min(700, 175 + 26 * min(rows, 24)), margin=dict(l=60, r=20, t=95, b=40),
                       plot_bgcolor="white")
     fig.update_xaxes(title=xlab, showgrid=False, zeroline=False, constrain="domain",
                      dtick=1 if cols <= 32 else None)  # device columns are whole numbers

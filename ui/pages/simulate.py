@@ -30,10 +30,11 @@ def show_summary(sm: dict, me=None) -> None:
     c[2].metric("time / bound", fmt_ratio(sm["ratio_to_bound"]))
     cap = sm["hbm_capacity_bytes"]
     peak = sm["peak_bytes_max_device"]
-    c[3].metric("peak memory (max device)", fmt_bytes(peak),
+    c[3].metric("peak memory", fmt_bytes(peak),
                 delta=(f"{fmt_bytes(cap - peak)} headroom" if peak <= cap else f"{fmt_bytes(peak - cap)} over HBM"),
                 delta_color="normal" if peak <= cap else "inverse",
-                help=f"HBM capacity {fmt_bytes(cap)}.")
+                help=f"The largest bytes any device holds at one time (max over devices); HBM capacity "
+                     f"{fmt_bytes(cap)}.")
     c[4].metric("busiest link", fmt_bytes(sm["link_bytes_max"]),
                 help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(sm['analytic_s'])}.")
     st.caption(f"Lower bound binds on: **{kind}**: {lower_bound_help(kind)} " + (model_error_text(me) or
