@@ -82,8 +82,89 @@ def maxmin_finish_time_s(routes, nbytes, weights, capacity) -> tuple[float, int]
     return t, events
 
 
+def _components(a):
+    """Connected components of the flow--link graph of incidence ``a``: a list of
+    ``(flow ids, sub-incidence, link columns)``, flows and links in increasing order.
+
+    Example: flows ``0: [l0, l1]``, ``1: [l1]``, ``2: [l5]`` -> components ``{0, 1}`` (they
+    share ``l1``) and ``{2}``. Max-min fairness decomposes over components: a flow's rate
+    depends only on the flows it is linked to through shared links."""
+    from scipy.sparse import bmat
+    from scipy.sparse.csgraph import connected_components
+
+    f, nl = a.shape
+    n, lab = connected_components(bmat([[None, a], [a.T, None]], format="csr"), directed=False)
+    flab = lab[:f]
+    if n == 1 or len(np.unique(flab)) == 1:
+        return [(np.arange(f), a, np.arange(nl))]
+    order = np.argsort(flab, kind="stable")
+    cuts = np.flatnonzero(np.diff(flab[order])) + 1
+    out = []
+    for flows in np.split(order, cuts):
+        sub = a[flows]
+        cols = np.unique(sub.indices)
+        out.append((flows, sub[:, cols], cols))
+    return out
+
+
 def maxmin_replay(routes, nbytes, weights, capacity):
-    """(makespan, rate computations, finish time of every flow)."""
+    """(makespan, rate computations, finish time of every flow).
+
+    Invariant: ``rates`` always holds the max-min fair rates of the active flows. The phase's
+    flow--link graph is split once into connected components (:func:`_components`); when
+    flows finish, only the components that lost a flow are refilled, the others keep their
+    rates (they share no link with the finished flows). Example: a permute on a 16x16x16
+    torus of 4904 flows in 16 components, 627 events: each event refills one component of
+    ~300 flows instead of all 4904. Events and finish times equal
+    :func:`maxmin_replay_reference`'s (to rounding; the refill of one component sums fewer
+    fill levels)."""
+    routes = list(routes)
+    nbytes = np.asarray(nbytes, dtype=float)
+    weights = np.asarray(weights, dtype=float)
+    finish = np.zeros(len(routes))
+    keep = np.array([len(r) > 0 and b > 0 for r, b in zip(routes, nbytes)], dtype=bool)
+    if not keep.any():
+        return 0.0, 0, finish
+    routes = [r for r, k in zip(routes, keep) if k]
+    total = nbytes[keep] * weights[keep]
+    weights = weights[keep]
+    a, links = _incidence(routes)
+    cap = np.asarray(capacity, dtype=float)[links]
+    comps = _components(a)
+    comp_of = np.empty(len(routes), dtype=np.int64)
+    for ci, (flows, _sub, _cols) in enumerate(comps):
+        comp_of[flows] = ci
+    rem = total.copy()
+    active = np.ones(len(routes), dtype=bool)
+    rates = np.zeros(len(routes))
+    fin_k = np.zeros(len(routes))
+    dirty = range(len(comps))
+    t = 0.0
+    events = 0
+    while active.any():
+        for ci in dirty:
+            flows, sub, cols = comps[ci]
+            rates[flows] = maxmin_rates(sub, cap[cols], weights[flows], active[flows])
+        events += 1
+        ra = rates[active]
+        if not (ra > 0).all():
+            raise RuntimeError("flow model: an active flow got no bandwidth")
+        dt = float((rem[active] / ra).min())
+        t += dt
+        rem[active] -= ra * dt
+        done = active & (rem <= 1e-9 * total)
+        fin_k[done] = t
+        active &= ~done
+        rates[done] = 0.0
+        dirty = np.unique(comp_of[done]).tolist()
+    finish[keep] = fin_k
+    return t, events, finish
+
+
+def maxmin_replay_reference(routes, nbytes, weights, capacity):
+    """The plain replay: one progressive filling over the whole phase at every event. Same
+    answer as :func:`maxmin_replay` (kept as the reference its equivalence tests and
+    ``simulator/speedcheck.py`` compare against); slow on phases of thousands of flows."""
     routes = list(routes)
     nbytes = np.asarray(nbytes, dtype=float)
     weights = np.asarray(weights, dtype=float)
