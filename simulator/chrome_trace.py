@@ -15,7 +15,10 @@ and nccl-tests style bandwidths per op.
 
 When a simulation has more transfers than ``max_events``, the device tracks carry one
 event per device and op instead (first start to last end, bytes summed, ``transfers``
-counted) and ``otherData.device_detail`` says so; nothing is dropped silently.
+counted) and ``otherData.device_detail`` says so; nothing is dropped silently. An op costed in
+aggregate (``res.aggregate_ops``: a large all-to-all whose flows are not replayed one by one)
+has its event on the schedule track and none on the device and link tracks;
+``otherData.aggregate_ops`` lists such ops and ``otherData.note`` says so in words.
 
 Bandwidths (:func:`op_bandwidths`) follow nccl-tests' PERFORMANCE.md: ``algbw = S / t``
 with ``t`` the op's simulated duration and ``S`` the per-rank size nccl-tests reports:
@@ -96,6 +99,20 @@ def op_bandwidths(res) -> list[dict]:
 
 def _op_name(o) -> str:
     return f"op {o['index']}: {o['kind']}"
+
+
+def aggregate_note(res) -> str:
+    """One sentence naming the ops costed in aggregate (no per-transfer rows), or ``""``.
+
+    Example: ``"op 0 (all_to_all, 3,547,136 flows) is costed in aggregate (busiest link's
+    bytes / capacity): it has no per-transfer rows"``."""
+    agg = res.aggregate_ops
+    if not agg:
+        return ""
+    what = ", ".join(f"op {a['op']} ({a['kind']}, {a['flows']:,} flows)" for a in agg)
+    verb = "is" if len(agg) == 1 else "are"
+    return (f"{what} {verb} costed in aggregate (busiest link's bytes / capacity): "
+            f"{'it has' if len(agg) == 1 else 'they have'} no per-transfer rows")
 
 
 def chrome_trace(res, max_events: int = MAX_EVENTS) -> dict:
@@ -185,6 +202,7 @@ def chrome_trace(res, max_events: int = MAX_EVENTS) -> dict:
             "machine": res.machine.spec, "placement": res.placement.text,
             "time_s": res.time_s, "lower_bound_s": res.lower_bound_s,
             "transfers": n_rows, "device_detail": detail, "busy_links": len(used),
+            "aggregate_ops": res.aggregate_ops, "note": aggregate_note(res),
             "source": "python -m simulator (SimPy replay); times in microseconds",
         },
     }

@@ -25,7 +25,8 @@ class SimResult:
       flows, start_s, end_s, duration_s, analytic_s, units/components/simulated;
     * ``memory_times_s`` / ``memory_bytes`` -- bytes held by each device after each
       allocation/free (``memory_bytes[i, d]`` from ``memory_times_s[i]`` on);
-    * :meth:`trace_rows` / :meth:`trace_df` -- one row per transfer.
+    * :meth:`trace_rows` / :meth:`trace_df` -- one row per transfer, except for the ops in
+      :attr:`aggregate_ops` (all-to-alls costed in aggregate: no per-transfer rows).
     """
 
     machine: object
@@ -84,13 +85,23 @@ class SimResult:
     def num_devices(self) -> int:
         return len(self.peak_bytes)
 
+    @property
+    def aggregate_ops(self) -> list[dict]:
+        """The ops costed in aggregate (``engine == "aggregate"``: an all-to-all too large to
+        route flow by flow, its per-link loads counted exactly, its time the busiest link's).
+        They have a row in ``ops`` but no transfers in :meth:`trace_rows`; e.g.
+        ``[{"op": 0, "kind": "all_to_all", "flows": 3547136}]``."""
+        return [{"op": int(o["index"]), "kind": o["kind"], "flows": int(o.get("flows") or 0)}
+                for o in self.ops if o.get("engine") == "aggregate"]
+
     # -- tables ------------------------------------------------------------------------
     def trace_rows(self):
         """Yield one dict per transfer: op, kind, unit, step, direction, src, dst (mesh devices;
         -1 for a switch end of an in-network reduction), src_chip, dst_chip, bytes, hops,
         start_s, end_s. Packet engine: one row per ring step / flow (coarsened units reuse their
         representative's times). Flow engine: one row per flow (``step`` = phase; a flow carries
-        all the steps of its ring between two neighbours, ``bytes`` summed over merged rings)."""
+        all the steps of its ring between two neighbours, ``bytes`` summed over merged rings).
+        An op in :attr:`aggregate_ops` yields no rows (its flows are not replayed one by one)."""
         chips = self.placement.chips
         topo = self.machine.topology
         dev = self._device_of or {c: d for d, c in enumerate(chips)}

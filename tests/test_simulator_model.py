@@ -340,6 +340,34 @@ def test_simulator_takes_large_all_to_alls_in_aggregate(monkeypatch):
     np.testing.assert_allclose(got.link_busy_array, want.link_busy_array, rtol=1e-9)
 
 
+def test_aggregate_ops_are_named_where_their_transfers_are_missing(monkeypatch):
+    """An all-to-all costed in aggregate has an ops row but no transfer rows; the result lists
+    it in ``aggregate_ops``, the Chrome trace's otherData names it, and so does the timeline's
+    title (the ops row shows it while no device row has a bar for it)."""
+    import models.collectives as mc
+    from simulator.chrome_trace import chrome_trace
+    from ui import figures
+
+    sched = synthesize("data=16,model=4", "[256{data}, 512{model}]", "[256{model}, 512{data}]",
+                       planner="normal")
+    plain = simulate(sched, "tpu-v4:4x4x4")
+    assert plain.aggregate_ops == [] and "aggregate" not in figures.timeline_figure(plain).layout.title.text
+    monkeypatch.setattr(mc, "AGGREGATE_ROUTE_LINKS", 0)
+    got = simulate(sched, "tpu-v4:4x4x4")
+    agg = [o for o in got.ops if o["engine"] == "aggregate"]
+    assert agg and got.aggregate_ops == [{"op": o["index"], "kind": "all_to_all", "flows": o["flows"]} for o in agg]
+    traced = {r["op"] for r in got.trace_rows()}
+    assert traced.isdisjoint(o["index"] for o in agg)
+    assert traced == {o["index"] for o in got.ops if o["engine"] == "flow"}
+    other = chrome_trace(got)["otherData"]
+    assert other["aggregate_ops"] == got.aggregate_ops
+    title = figures.timeline_figure(got).layout.title.text
+    for o in agg:
+        assert f"op {o['index']} (all_to_all, {o['flows']:,} flows)" in title and f"op {o['index']} (" in other["note"]
+    assert "costed in aggregate" in title and "no per-transfer rows" in title
+    assert figures.timeline_figure(got).layout.meta["aggregate_ops"] == [o["index"] for o in agg]
+
+
 def test_the_apps_4096_chip_scenario_simulates():
     """tpu-v4:16x16x16 with data=512,model=8 (an all-to-all over 512-chip groups, 2.6e7 flow-hops)
     is no longer refused: the all-to-alls are taken in aggregate."""
