@@ -47,10 +47,15 @@ def needs_jax(planner: str, measure: bool, profiles=()) -> bool:
 
 
 # -- schedules ---------------------------------------------------------------------------
-#: The wall-clock cap of the ``auto`` planner in sweeps. None: synth's safety cap
-#: (``synth.planners.DEFAULT_BUDGET_S``). The search is budgeted in work (moves examined),
-#: so a loaded host changes no plan; a plan cut by the safety cap says so in its notes.
-AUTO_BUDGET_S = None
+#: The wall-clock safety cap of the ``auto`` planner in sweeps, in seconds. The search is
+#: budgeted in work (moves examined, below), so a loaded host changes no plan as long as
+#: this cap never fires. synth's interactive default (10 s) is too tight for that: the
+#: largest paper.yaml rows (4096 devices, 48 moves on a machine's cost) take about 3 s of
+#: CPU and 4-5 s of wall time on this project's 2-core VM at load 4, and over 10 s at the
+#: load of parallel sweep workers, so the cap fired on some of them and their plans
+#: changed with the load. 120 s is about 40x their CPU time; a plan cut by it still says
+#: so in its notes.
+AUTO_BUDGET_S = 120.0
 
 #: The work budget of ``auto`` in sweeps, in moves examined x devices: a machine's cost
 #: of one move grows with the mesh (every op is costed on the whole machine), so sweeps
