@@ -94,7 +94,12 @@ def main(argv=None) -> int:
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
-        print(f"flowcheck: --sizes {args.sizes!r} is not a comma-separated list of chip counts", file=sys.stderr)
+        sizes = None
+    from simulator.bench import BENCH_SHAPES
+
+    if sizes is None or any(n not in BENCH_SHAPES for n in sizes):
+        print(f"flowcheck: --sizes {args.sizes!r} must be a comma-separated list of chip counts among "
+              f"{sorted(BENCH_SHAPES)}; e.g. --sizes 256,1024", file=sys.stderr)
         return 2
     bad = 0
     for label, plan, m in _cases(sizes):

@@ -49,3 +49,12 @@ def test_one_shared_link_couples_everything():
     assert _components(a)[1] == 1
     t, ev, fin = maxmin_replay(routes, [1e6] * 6, [1.0] * 6, np.full(7, 1e9))
     assert ev == 1 and t == pytest.approx(6e6 / 1e9, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", ["12", "256,x"])
+def test_flowcheck_names_a_bad_size_in_one_line(bad, capsys):
+    from simulator import flowcheck
+
+    assert flowcheck.main(["--sizes", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--sizes" in err and "256" in err

@@ -350,6 +350,7 @@ def test_aggregate_ops_are_named_where_their_transfers_are_missing(monkeypatch):
 
     sched = synthesize("data=16,model=4", "[256{data}, 512{model}]", "[256{model}, 512{data}]",
                        planner="normal")
+    check_data(sched)
     plain = simulate(sched, "tpu-v4:4x4x4")
     assert plain.aggregate_ops == [] and "aggregate" not in figures.timeline_figure(plain).layout.title.text
     monkeypatch.setattr(mc, "AGGREGATE_ROUTE_LINKS", 0)
