@@ -1,5 +1,4 @@
-import sys
-
 from executor.cli import main
+from synth.cliutil import exit_main
 
-sys.exit(main())
+exit_main(main)

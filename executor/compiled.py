@@ -108,4 +108,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synth.cliutil import exit_main
+
+    exit_main(main)

@@ -797,6 +797,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
+    from synth.cliutil import exit_main
 
-    sys.exit(main())
+    exit_main(main)

@@ -1,6 +1,5 @@
-import sys
-
 from experiments.cli import main
+from synth.cliutil import exit_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_main(main)

@@ -319,4 +319,6 @@ def table(rows, target=None) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synth.cliutil import exit_main
+
+    exit_main(main)

@@ -113,4 +113,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from synth.cliutil import exit_main
+
+    exit_main(main)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -121,19 +122,24 @@ def report_error(e: BaseException, argv=None, kind: str | None = None) -> int:
     return 2
 
 
-def run_cli(body, argv=None) -> int:
-    """Run ``body(argv)`` (which returns an exit status or None) under the shared contract:
-    user errors -> :func:`report_error`; a closed stdout pipe -> 0; Ctrl-C -> 130."""
+def exit_main(main) -> None:
+    """Run a CLI's ``main()`` and exit with its status, as every entry point of the project
+    does (``python -m synth``, ``python -m executor.compiled``, ...). A reader that closes
+    the pipe early (``python -m synth plan ... --json | head -c 100``) ends the command
+    quietly with status 0 instead of a ``BrokenPipeError`` traceback: stdout is pointed at
+    ``/dev/null`` so the interpreter's last flush cannot raise again. Ctrl-C prints one line
+    and exits 130."""
     try:
-        rc = body(argv)
-        return 0 if rc is None else rc
-    except RedistributionError as e:
-        return report_error(e, argv)
+        rc = main()
+        sys.stdout.flush()
     except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        rc = 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        rc = 130
+    sys.exit(0 if rc is None else rc)
 
 
 # -- the redistribution arguments, both spellings -------------------------------------------

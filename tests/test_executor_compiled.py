@@ -166,10 +166,9 @@ def test_reduce_scatter_then_all_to_all_is_lowered_as_one_collective(src, dst, k
 
 def test_only_matching_axes_are_merged():
     """An all-to-all of other axes after a reduce-scatter stays a step of its own."""
-    from synth.collectives import AllToAll, ReduceScatter
-
     from executor.lowering import plan_steps
     from executor.run import run_plan
+    from synth.collectives import AllToAll, ReduceScatter
 
     m = synth.Mesh.parse("x=2,y=4")
     plan = synth.Plan.build(m, synth.parse_type("[16, 16{y}]{U:x}"), synth.parse_type("[16{x,y}, 16]"),

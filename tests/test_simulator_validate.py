@@ -305,7 +305,7 @@ def test_all_to_all_pairs_drive_fewer_channels():
         assert e[0] == pytest.approx(m.a2a_pair_efficiency) and e[2] == pytest.approx(m.a2a_efficiency)
         assert e[0] < e[1] < e[2]
 
-        def send_rate(n, size=1 << 30):
+        def send_rate(n, size=1 << 30, m=m):
             groups = tuple(tuple(range(i * n, (i + 1) * n)) for i in range(8 // n))
             res = simulate(one_op("all_to_all", 8, size, groups), m)
             return size * (n - 1) / n / res.time_s

@@ -331,4 +331,6 @@ def _print_browser(b: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from synth.cliutil import exit_main
+
+    exit_main(main)

@@ -435,7 +435,6 @@ class Space:
         """Every device holds the data of its target block already (an empty target
         block needs none): then slices and a permute that moves nothing may reach the
         target, so the bound must be 0 (pending sums are ignored: optimistic)."""
-        import numpy as np
 
         # device 0's target block starts every dim at 0: its own block must be as long
         if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
