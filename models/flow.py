@@ -99,7 +99,7 @@ def _components(a):
     return flab.astype(np.int64), int(flab.max()) + 1 if f else 0
 
 
-def maxmin_replay(routes, nbytes, weights, capacity):
+def maxmin_replay(routes, nbytes, weights, capacity, *, by_component: bool = True):
     """(makespan, rate computations, finish time of every flow).
 
     Invariant: ``rates`` always holds the max-min fair rates of the active flows. The phase's
@@ -110,7 +110,8 @@ def maxmin_replay(routes, nbytes, weights, capacity):
     flows). Example: a permute on a 16x16x16 torus of 4904 flows in 16 components, 627
     events: each event after the first refills one component of ~300 flows instead of all
     4904. Events and finish times equal the reference's (to rounding: a refill sums fewer fill
-    levels)."""
+    levels). ``by_component=False`` refills the whole phase at every event (the plain
+    replay, :func:`maxmin_replay_reference`)."""
     routes = list(routes)
     nbytes = np.asarray(nbytes, dtype=float)
     weights = np.asarray(weights, dtype=float)
@@ -146,7 +147,7 @@ def maxmin_replay(routes, nbytes, weights, capacity):
             break
         dirty = np.zeros(ncomp, dtype=bool)
         dirty[comp_of[done]] = True
-        if dirty.all():
+        if dirty.all() or not by_component:
             rates = maxmin_rates(a, cap, weights, active)
             continue
         rows = np.flatnonzero(dirty[comp_of] & active)
@@ -161,36 +162,6 @@ def maxmin_replay(routes, nbytes, weights, capacity):
 
 def maxmin_replay_reference(routes, nbytes, weights, capacity):
     """The plain replay: one progressive filling over the whole phase at every event. Same
-    answer as :func:`maxmin_replay` (kept as the reference its equivalence tests and
-    ``simulator/speedcheck.py`` compare against); slow on phases of thousands of flows."""
-    routes = list(routes)
-    nbytes = np.asarray(nbytes, dtype=float)
-    weights = np.asarray(weights, dtype=float)
-    finish = np.zeros(len(routes))
-    keep = np.array([len(r) > 0 and b > 0 for r, b in zip(routes, nbytes)], dtype=bool)
-    if not keep.any():
-        return 0.0, 0, finish
-    routes = [r for r, k in zip(routes, keep) if k]
-    total = nbytes[keep] * weights[keep]
-    weights = weights[keep]
-    a, links = _incidence(routes)
-    cap = np.asarray(capacity, dtype=float)[links]
-    rem = total.copy()
-    active = np.ones(len(routes), dtype=bool)
-    fin_k = np.zeros(len(routes))
-    t = 0.0
-    events = 0
-    while active.any():
-        rates = maxmin_rates(a, cap, weights, active)
-        events += 1
-        ra = rates[active]
-        if not (ra > 0).all():
-            raise RuntimeError("flow model: an active flow got no bandwidth")
-        dt = float((rem[active] / ra).min())
-        t += dt
-        rem[active] -= ra * dt
-        done = active & (rem <= 1e-9 * total)
-        fin_k[done] = t
-        active &= ~done
-    finish[keep] = fin_k
-    return t, events, finish
+    answer as :func:`maxmin_replay` (its equivalence tests and ``python -m
+    simulator.flowcheck`` compare the two); slow on phases of thousands of flows."""
+    return maxmin_replay(routes, nbytes, weights, capacity, by_component=False)
