@@ -316,25 +316,7 @@ def schedule_metrics(s: Schedule) -> dict:
 
 
 # -- machines and simulation ----------------------------------------------------------------
-def auto_size(kind: str, ndims: int, n: int, gpus_per_node: int = 8) -> str:
-    """A machine size with ``n`` devices: a torus as close to a cube as powers of two allow
-    (64 -> 4x4x4, 4096 -> 16x16x16), whole nodes of a switched machine when ``n`` fills
-    them (64 -> 8 nodes), else one partly used node; ``n`` CPU devices."""
-    if kind == "torus":
-        dims = [1] * max(ndims, 1)
-        rest, k = n, 0
-        # Grow the smallest dimension by the smallest prime factor left.
-        while rest > 1:
-            f = next(p for p in range(2, rest + 1) if rest % p == 0)
-            k = min(range(len(dims)), key=lambda i: (dims[i], i))
-            dims[k] *= f
-            rest //= f
-        return "x".join(str(d) for d in sorted(dims, reverse=True))
-    if kind == "switched":
-        if n % gpus_per_node == 0:
-            return str(n // gpus_per_node)
-        return f"1x{n}"
-    return str(n)
+from models.profiles import auto_size  # noqa: E402 - the one sizing rule, shared with simulator bound-ratio
 
 
 def load_machine(profile: str, num_devices: int, sizes=None, bandwidth_scale=1.0, latency_scale=1.0):

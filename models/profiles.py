@@ -433,6 +433,27 @@ def available_profiles() -> list[str]:
     return names
 
 
+def auto_size(kind: str, ndims: int, n: int, gpus_per_node: int = 8) -> str:
+    """The machine size with ``n`` devices that the experiments runner and ``simulator
+    bound-ratio`` use when a config names none: a torus as close to a cube as the prime
+    factors allow (64 -> 4x4x4, 4096 -> 16x16x16), whole nodes of a switched machine when
+    ``n`` fills them (64 -> 8 nodes), else one partly used node (4 -> 1x4); ``n`` CPU
+    devices."""
+    if kind == "torus":
+        dims = [1] * max(ndims, 1)
+        rest = n
+        # grow the smallest dimension by the smallest prime factor left
+        while rest > 1:
+            f = next(p for p in range(2, rest + 1) if rest % p == 0)
+            k = min(range(len(dims)), key=lambda i: (dims[i], i))
+            dims[k] *= f
+            rest //= f
+        return "x".join(str(d) for d in sorted(dims, reverse=True))
+    if kind == "switched":
+        return str(n // gpus_per_node) if n % gpus_per_node == 0 else f"1x{n}"
+    return str(n)
+
+
 def load_profile(spec, size: str | None = None) -> HardwareProfile:
     """Load and size a profile from ``"name[:size]"``, a file path, or a profile.
 

@@ -20,31 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from models.profiles import auto_size
 from synth.errors import RedistributionError
 
 #: planners reported by default: ours (auto) and XLA's two partitioners
 PLANNERS = ("auto", "xla-shardy", "xla-gspmd")
 #: most rows read from a results folder (paper.yaml writes about 1,500)
 MAX_ROWS = 200_000
-
-
-def auto_size(kind: str, ndims: int, n: int, gpus_per_node: int = 8) -> str:
-    """The machine size the experiments runner gives ``n`` devices when its config names none
-    (the rule of ``experiments.backends.auto_size``, which a test keeps equal): a torus as
-    close to a cube as the prime factors allow (64 -> 4x4x4), whole nodes of a switched machine
-    (64 -> 8), else one partly used node (4 -> 1x4); ``n`` CPU devices."""
-    if kind == "torus":
-        dims = [1] * max(ndims, 1)
-        rest = n
-        while rest > 1:
-            f = next(p for p in range(2, rest + 1) if rest % p == 0)
-            k = min(range(len(dims)), key=lambda i: (dims[i], i))
-            dims[k] *= f
-            rest //= f
-        return "x".join(str(d) for d in sorted(dims, reverse=True))
-    if kind == "switched":
-        return str(n // gpus_per_node) if n % gpus_per_node == 0 else f"1x{n}"
-    return str(n)
 
 
 def _machine(profile: str, n: int, cache: dict):

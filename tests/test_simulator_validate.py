@@ -365,15 +365,6 @@ def test_bound_ratio_reads_a_results_folder_with_and_without_the_latency_term(tm
     assert "line 1 is not JSON" in capsys.readouterr().err
 
 
-def test_bound_ratio_sizes_machines_as_the_experiments_runner():
-    from experiments.backends import auto_size as runner_size
-    from simulator.bound_ratio import auto_size
-
-    for kind, nd in (("torus", 3), ("torus", 2), ("switched", 2), ("cpu-host", 1)):
-        for n in (1, 2, 4, 6, 8, 12, 16, 64, 96, 256, 4096):
-            assert auto_size(kind, nd, n) == runner_size(kind, nd, n)
-
-
 @pytest.mark.parametrize("param, value, ok", [
     ("reduce_input_bandwidth_Bps", "0", True), ("reduce_input_bandwidth_Bps", "1e308", False),
     ("reduce_input_bandwidth_Bps", "-1", False), ("reduce_input_bandwidth_Bps", ".nan", False),
