@@ -77,18 +77,26 @@ def _ends(hidden, vocab, layers) -> tuple[list, list]:
     return head, tail
 
 
+def _gqa(p, i, hidden, heads, kv, head_dim, qk_norm=False) -> list[Param]:
+    """Layer ``i``'s grouped-query attention block and the norms around it (Llama 3; Qwen3
+    adds per-head q/k norms); q, k and v are fused as ``qkv_proj`` for inference."""
+    out = [Param(p + "input_layernorm", (hidden,), "vector", i),
+           Param(p + "q_proj", (heads * head_dim, hidden), "col", i, "qkv_proj"),
+           Param(p + "k_proj", (kv * head_dim, hidden), "col", i, "qkv_proj"),
+           Param(p + "v_proj", (kv * head_dim, hidden), "col", i, "qkv_proj")]
+    if qk_norm:
+        out += [Param(p + "q_norm", (head_dim,), "vector", i), Param(p + "k_norm", (head_dim,), "vector", i)]
+    return out + [Param(p + "o_proj", (hidden, heads * head_dim), "row", i),
+                  Param(p + "post_attention_layernorm", (hidden,), "vector", i)]
+
+
 def _llama(hidden, layers, heads, kv, head_dim, ffn, vocab) -> list[Param]:
     head, tail = _ends(hidden, vocab, layers)
     out = head
     for i in range(layers):
         p = f"layers.{i}."
-        out += [Param(p + "input_layernorm", (hidden,), "vector", i),
-                Param(p + "q_proj", (heads * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "k_proj", (kv * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "v_proj", (kv * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "o_proj", (hidden, heads * head_dim), "row", i),
-                Param(p + "post_attention_layernorm", (hidden,), "vector", i),
-                Param(p + "gate_proj", (ffn, hidden), "col", i, "gate_up_proj"),
+        out += _gqa(p, i, hidden, heads, kv, head_dim)
+        out += [Param(p + "gate_proj", (ffn, hidden), "col", i, "gate_up_proj"),
                 Param(p + "up_proj", (ffn, hidden), "col", i, "gate_up_proj"),
                 Param(p + "down_proj", (hidden, ffn), "row", i)]
     return out + tail
@@ -99,14 +107,8 @@ def _qwen3(hidden, layers, heads, kv, head_dim, experts, moe_ffn, vocab) -> list
     out = head
     for i in range(layers):
         p = f"layers.{i}."
-        out += [Param(p + "input_layernorm", (hidden,), "vector", i),
-                Param(p + "q_proj", (heads * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "k_proj", (kv * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "v_proj", (kv * head_dim, hidden), "col", i, "qkv_proj"),
-                Param(p + "q_norm", (head_dim,), "vector", i), Param(p + "k_norm", (head_dim,), "vector", i),
-                Param(p + "o_proj", (hidden, heads * head_dim), "row", i),
-                Param(p + "post_attention_layernorm", (hidden,), "vector", i),
-                Param(p + "mlp.gate", (experts, hidden), "router", i),
+        out += _gqa(p, i, hidden, heads, kv, head_dim, qk_norm=True)
+        out += [Param(p + "mlp.gate", (experts, hidden), "router", i),
                 Param(p + "mlp.experts.gate_proj", (experts, moe_ffn, hidden), "expert", i, "experts.w13"),
                 Param(p + "mlp.experts.up_proj", (experts, moe_ffn, hidden), "expert", i, "experts.w13"),
                 Param(p + "mlp.experts.down_proj", (experts, hidden, moe_ffn), "expert", i)]
