@@ -496,9 +496,13 @@ def _memory_failure(e: BaseException) -> str | None:
 
 
 class CompileMemoryError(ExecutorError):
-    """A compile that failed (or would fail) for memory."""
+    """A compile that failed (or would fail) for memory. ``device_memory`` is True when the
+    compiler itself found the program too big for the device's memory (libtpu's
+    ``RESOURCE_EXHAUSTED``): a verdict about the program, which ``tpu-memory`` reports as
+    an out-of-memory row, not a failure of the host."""
 
     kind = "memory"
+    device_memory = False
 
 
 @contextlib.contextmanager
@@ -539,8 +543,10 @@ def compile_guard(what: str, compiler: str, global_bytes: int | None = None, dev
             raise
         host = _compiler_kind(compiler) == "cpu" or isinstance(e, MemoryError)  # else: the device's memory
         need = f" (estimated {_fmt_b(est)} of host memory)" if host else ""
-        raise CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; choose a "
-                                 "smaller array or a larger machine") from None
+        err = CompileMemoryError(f"{what}: the {compiler} compile failed for memory: {why}{need}; choose a "
+                                 "smaller array or a larger machine")
+        err.device_memory = not host
+        raise err from None
 
 
 def killed_line(what: str, compiler: str, need_bytes: int | None, returncode: int) -> str:

@@ -590,7 +590,10 @@ def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str 
         try:
             r = build()
         except Exception as e:  # noqa: BLE001 - only the compiler's out-of-memory verdict is kept
-            if "RESOURCE_EXHAUSTED" not in str(e):
+            from executor.run import CompileMemoryError
+
+            device_oom = isinstance(e, CompileMemoryError) and e.device_memory  # compile_guard's rewrite
+            if not device_oom and "RESOURCE_EXHAUSTED" not in str(e):
                 raise
             row.update({f"{key}_temp_bytes": None, f"{key}_peak_bytes": None,
                         f"{key}_oom": str(e).strip().splitlines()[0][:300],

@@ -290,6 +290,20 @@ def test_tpu_memory_counts():
     assert (s2["ours_le_xla"], s2["ours_lt_xla"], s2["xla_oom"]) == (0, 0, 0)
 
 
+def test_memory_case_keeps_the_compilers_out_of_memory_verdict_through_the_guard():
+    # libtpu rejects XLA's reshard of the realistic jax-21562 array (72 GiB of temporaries);
+    # compile_guard rewrites that into one line, and tpu-memory must still read it as XLA's
+    # out-of-memory verdict (a row), not as a failure of the run
+    from synth.cliutil import parse_case
+
+    mesh, src, dst = parse_case("x=4,y=2", "[1024{y}, 4096, 4096{x}]", "[1024, 4096{x,y}, 4096]")
+    row = tpu.memory_case("tpu-v4:2x2x2", mesh, src, dst, dtype="bfloat16")
+    assert row["ours_oom"] is None and row["ours_temp_bytes"] == 4 << 30
+    for p in ("shardy", "gspmd"):
+        assert row[f"{p}_temp_bytes"] is None and "failed for memory" in row[f"{p}_oom"]
+        assert "72.00 GiB of HBM" in row[f"{p}_oom"]
+
+
 # -- the new types: pending sums, sub-axes, uneven dims ---------------------------------------
 NEW_TYPES = [
     ("x=4,y=2", "[1024{x}, 4096]{U:y}", "[1024{x}, 4096{y}]", "reduce_scatter"),
