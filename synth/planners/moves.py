@@ -157,6 +157,7 @@ class Space:
         self.size = mesh.size
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
+        self._t_shard = self.info(self.T[0])[2]
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -476,9 +477,37 @@ class Space:
                     # element arrive somewhere, spread at best over all devices
                     nU = math.prod(self.sz[a] for a in U)
                     m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
+                m = max(m, self.deficit_bytes(self.info(dims)[2]))
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
+
+    def deficit_bytes(self, shard: int) -> int:
+        """Bytes device 0 must still receive from any state of ``shard`` elements, when
+        no sums are pending in the target: its target block is the whole local shape
+        (block 0 of every dim is never short, uneven dims included), it holds at most
+        ``shard`` elements of it, and each other element must arrive (no local op makes
+        a final value). Example: ``[10{x}] -> [10]`` on ``x=5``: 10 - 2 = 8 elements.
+        0 where the target leaves sums pending (Unreduce and ShardedToUnreduced fill
+        partial values locally)."""
+        if self.T[1]:
+            return 0
+        tsh = self._t_shard
+        return (tsh - shard) * self.itemsize if tsh > shard else 0
+
+    def h_class(self, state):
+        """Admissible bound on the rest of the way from *every* member of ``state``'s
+        permute class (the types with its splits and pending sums), without enumerating
+        them: a member holds ``shard`` elements, so where device 0 lacks
+        :meth:`deficit_bytes` > 0 of its target block no member reaches the target by
+        local steps (one more communicating op at least, receiving that much); else 0.
+        Example, ``[1920{z,x,y,v,w}] -> [1920{w,v}]`` (1920 devices): a member holds 2
+        elements of the 48 of its target block, so every member needs one collective
+        receiving 46 elements more: the class entry's key is the permute plus that."""
+        m = self.deficit_bytes(self.shard(state))
+        if m <= 0:
+            return _ZERO3
+        return (max(self.floor, self.bytes_lb(m)), m, 1)
 
     def _overlap_dev(self, i, axes):
         """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
