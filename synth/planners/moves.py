@@ -477,7 +477,6 @@ class Space:
                     # element arrive somewhere, spread at best over all devices
                     nU = math.prod(self.sz[a] for a in U)
                     m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
-                m = max(m, self.deficit_bytes(self.info(dims)[2]))
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
