@@ -158,6 +158,7 @@ class Space:
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
         self._t_shard = self.info(self.T[0])[2]
+        self._t_regions = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -441,8 +442,11 @@ class Space:
         if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
             return False
         s0, e0 = self.to_type(state).regions(self.mesh)
-        s1, e1 = self.to_type(self.T).regions(self.mesh)
-        empty = ~(e1 > s1).all(axis=1)
+        tr = self._t_regions
+        if tr is None:  # the target's blocks and which are empty: once per problem
+            s1, e1 = self.to_type(self.T).regions(self.mesh)
+            tr = self._t_regions = (s1, e1, ~(e1 > s1).all(axis=1))
+        s1, e1, empty = tr
         inside = ((s0 <= s1) & (e1 <= e0)).all(axis=1)
         return bool((empty | inside).all())
 
@@ -682,6 +686,7 @@ class Space:
         fast = self.fast
         ab = self._ab_i
         self._cur = (state[0], ia)
+        perm = None  # the cost of a permute that keeps the splits (the source's shard)
         for gen in MOVES.values():
             for steps, s2 in gen(self, state, full):
                 kind = steps[0][0]
@@ -697,6 +702,17 @@ class Space:
                 if len(steps) > 1:
                     if live < two:
                         live = two
+                    if fast and len(steps) == 2 and kind == "all_permute":
+                        # a reordering permute, then the gather / all-to-all it enables: the
+                        # permute keeps the splits, so the middle type's info is ``ia``'s
+                        # (no lookup) and the permute costs the source's shard
+                        x = ab(last, ia, ib)
+                        if x is not None:
+                            if perm is None:
+                                perm = ab(steps[0], ia, ia)
+                            v.append((steps, j, ib[2], (perm[0] + x[0], perm[1] + x[1], perm[2] + x[2]),
+                                      live))
+                            continue
                 elif kind == "dyn_slice":
                     v.append((steps, j, ib[2], None, live))
                     continue
