@@ -97,6 +97,7 @@ _OPTIONAL = {
     "mnnvl": (int, 0),                    # 1 = NVLink domains span trays (MNNVL): no NVLS tree across them
     "ll128": (int, 1),                    # 0 = NCCL does not enable LL128 by default on this GPU
     "tree_simple_hop_latency_s": (float, 0.0),  # Simple step latency of a tree inside a node (0 = simple_hop)
+    "nvls_latency_s": (float, 0.0),       # NVLS fixed latency inside a node (0 = Simple's base + 2 steps)
 }
 #: NCCL protocols: name -> fraction of the link bandwidth the protocol's wire format leaves for
 #: data (LL: 4 B flag per 4 B data; LL128: 8 B flag per 128 B line; Simple: none).
@@ -171,6 +172,7 @@ class HardwareProfile:
     mnnvl: int = 0
     ll128: int = 1
     tree_simple_hop_latency_s: float = 0.0
+    nvls_latency_s: float = 0.0
     overrides: tuple[tuple[str, KindParams], ...] = ()
     algorithms: tuple[tuple[str, str], ...] = ()
     description: str = field(default="", compare=False, repr=False)
@@ -693,6 +695,7 @@ _BOUNDS = {
     "nvls_tree_busbw_2node_Bps": (0.0, True, _MAX_BPS), "nvls_tree_busbw_Bps": (0.0, True, _MAX_BPS),
     "a2a_latency_s": (0.0, True, 10.0),
     "mnnvl": (0, True, 1), "ll128": (0, True, 1), "tree_simple_hop_latency_s": (0.0, True, 10.0),
+    "nvls_latency_s": (0.0, True, 10.0),
 }
 
 

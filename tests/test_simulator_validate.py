@@ -466,3 +466,18 @@ def test_constants_are_fitted_only_off_the_validation_rows():
     with pytest.raises(RedistributionError, match="is a validation row"):
         fit_points("H100", ("all_gather",), sizes=(4 << 20,))
     assert main(["--profile", "dgx-h100:1", "--system", "H9", "--params", "ramp_half_bytes"]) == 2
+
+
+def test_an_nvls_all_reduce_pays_nccls_whole_nvls_latency():
+    h = load_profile("dgx-h100:1")
+    assert h.nvls_latency_s == pytest.approx(25e-6)
+    op = one_op("all_reduce", 8, 16 << 20).ops[0]
+    p = plan_op(op, h.with_algorithm(all_reduce="nvls"))
+    assert p.label == "nvls/Simple" and p.latency_s() == pytest.approx(25e-6)   # no base + step terms on top
+    # a profile without it keeps Simple's fixed latency and NVLS's two steps (GB200 rack)
+    gb = load_profile("gb200-nvl72:1x8")
+    q = plan_op(op, gb.with_algorithm(all_reduce="nvls"))
+    assert gb.nvls_latency_s == 0 and q.latency_s() == pytest.approx(gb.simple_base_latency_s + 2 * gb.simple_hop_latency_s)
+    # the simulated op takes the latency plus the bytes through the switch, not less
+    res = simulate(one_op("all_reduce", 8, 16 << 20), h.with_algorithm(all_reduce="nvls"))
+    assert res.time_s == pytest.approx(p.analytic_s(), rel=1e-9) and res.time_s > 25e-6
