@@ -234,6 +234,12 @@ def temp_over(j) -> list[dict]:
         n = f"{no} collective{'s' if no != 1 else ''} against {nx}"
         why = (f"{d} B of async-collective bookkeeping ({n})" if d <= BOOKKEEPING_BYTES
                else f"a different plan ({n}): its intermediates need {d / 2**20:.1f} MiB more")
+        if d > BOOKKEEPING_BYTES:  # the other side of the trade, where the row says it
+            sp = r.get("speedup")
+            if sp is not None and sp == sp:
+                why += f"; its simulated total time is {1 / sp:.2f}x the other's"
+            if "work budget" in str(r.get("notes_ours") or ""):
+                why += "; its search was cut by the work budget"
         out.append({"case": str(r["case"]), "machine": str(r["machine"]), "temp_ours": int(r["temp_bytes_ours"]),
                     "temp_other": int(r["temp_bytes_other"]), "why": why})
     return out

@@ -188,10 +188,18 @@ def test_temp_over_says_why():
         {"case": "a", "machine": "dgx-h100", "temp_bytes_ours": 8389888, "temp_bytes_other": 8389120,
          "num_collectives_ours": 3, "num_collectives_other": 1},
         {"case": "b", "machine": "dgx-h100", "temp_bytes_ours": 16777732, "temp_bytes_other": 2097920,
-         "num_collectives_ours": 1, "num_collectives_other": 2}])
-    a, b = temp_over(j)
+         "num_collectives_ours": 1, "num_collectives_other": 2},
+        {"case": "c", "machine": "dgx-h100", "temp_bytes_ours": 8389632, "temp_bytes_other": 4194560,
+         "num_collectives_ours": 2, "num_collectives_other": 1, "speedup": 0.45,
+         "notes_ours": "auto: the work budget of 6250 moves ran out; this is the best plan found"},
+        {"case": "d", "machine": "dgx-h100", "temp_bytes_ours": 16777732, "temp_bytes_other": 2097920,
+         "num_collectives_ours": 1, "num_collectives_other": 2, "speedup": 1.133, "notes_ours": ""}])
+    a, b, c, d = temp_over(j)
     assert a["why"] == "768 B of async-collective bookkeeping (3 collectives against 1)"
     assert b["why"] == "a different plan (1 collective against 2): its intermediates need 14.0 MiB more"
+    assert c["why"] == ("a different plan (2 collectives against 1): its intermediates need 4.0 MiB more; its "
+                        "simulated total time is 2.22x the other's; its search was cut by the work budget")
+    assert d["why"].endswith("need 14.0 MiB more; its simulated total time is 0.88x the other's")
 
 
 def test_remat_pairs_not_lower_in_temp_say_which_measure_shows_it():
