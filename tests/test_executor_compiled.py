@@ -249,7 +249,10 @@ def test_slice_of_the_split_dim_is_sent_only(name):
     assert r.correct and r.collectives == ["all_to_all"]
     a2a = next(op for op in r.schedule.ops if op.kind == "all_to_all")
     out = plan.work_types[-1].shard_elems(plan.work_mesh) * 4
-    assert a2a.out_bytes == out  # the exchange delivers exactly the kept block
+    k = int(np.prod([plan.work_mesh.axis_size(a) for a in np.atleast_1d(steps[0].keep.axis)]))  # the slice's group
+    # the exchange sends 1/k of the block (the part the slice keeps) and delivers exactly the kept block
+    assert a2a.in_bytes * k == plan.work_types[0].shard_elems(plan.work_mesh) * 4
+    assert a2a.in_bytes == a2a.out_bytes == out
 
 
 def test_slices_that_cannot_be_sent_first_stay_steps_of_their_own():
