@@ -944,6 +944,8 @@ def _permute_moves(sp: Space, state, full):
     splits = sp.info(dims)[0]
     if sp.relabel:
         yield from _relabel_moves(sp, state)
+    if U:
+        yield from _pending_swap_moves(sp, state)
     if full:  # one class entry; the engine enumerates the members when it pops it
         yield (("permute_class",),), state
         return
@@ -983,6 +985,25 @@ def _relabel_moves(sp: Space, state):
             if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
                 d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
                 yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _pending_swap_moves(sp: Space, state):
+    """AllPermute that moves a pending sum to another factor of the same size: a pending
+    factor ``a`` and a factor ``b`` not pending (splitting a dim, or replicated) swap
+    places, so the blocks per dim stay and the group of partial parts keeps its size (see
+    :class:`synth.collectives.AllPermute`). Example, ``a=4,b=2`` (factors ``a:(1)2,
+    a:(2)2, b``): ``[16{a}, 24]{U:b} -> [16{b,a:(2)2}, 24]{U:a:(1)2}``, after which a
+    ShardedToUnreduced and one all-reduce reach ``[16{b}, 24]`` in 2 collectives within the
+    bound (DTensor reduces, gathers 16 rows, then slices: 2 collectives, twice the bound)."""
+    dims, U = state
+    sz = sp.sz
+    for a in U:
+        for b in range(len(sz)):
+            if b in U or sz[b] != sz[a]:
+                continue
+            d2 = tuple(tuple(a if x == b else x for x in ax) for ax in dims)
+            U2 = tuple(sorted(b if x == a else x for x in U))
+            yield (("all_permute", (d2, U2)),), (d2, U2)
 
 
 def _subsets(xs):
