@@ -89,6 +89,48 @@ PINNED = {
     },
 }
 
+#: Why no plan that runs matches each dominating peer sequence (synth.peers.VERDICTS).
+UNRUNNABLE_VERDICTS = {
+    "shardy": {t: "no_plan_over_the_move_set" for t in PINNED["shardy"]["dominated"]},
+    "dtensor": {"test_redistribute_shard_dim_change[19]": "below_recv_bound",
+                "test_redistribute_shard_dim_change[24]": "below_recv_bound"},
+    "dtensor-min-cost": {"test_redistribute_shard_dim_change[19]": "peer_over_bound",
+                         "test_redistribute_shard_dim_change[24]": "no_plan_at_its_memory"},
+}
+
+
+def test_each_unrunnable_verdict_holds_on_its_own_figures(runs):
+    """The verdicts' claims, read back from the rows and the plans: below the receive
+    bound means below it; "no plan over the move set" means our search proved an optimum
+    that the peer's collectives and bytes would undercut under the default cost; "no plan
+    at its memory" means the proven least largest shard is above the peer's."""
+    from synth.peers import PROOF_BUDGET_MOVES, _synthesize
+    from synth.planners import DefaultCost
+
+    cost, seen = DefaultCost(), set()
+    cases = {c["test"]: c for c in load_suite("shardy")["cases"] + load_suite("dtensor")["cases"]}
+    for run in runs.values():
+        for r in run["rows"]:
+            v = r["peer_unrunnable_verdict"]
+            if v is None:
+                assert r["peer_replayed"]
+                continue
+            seen.add(v["verdict"])
+            q, case = r["peer"], cases[r["test"]]
+            if v["verdict"] == "below_recv_bound":
+                assert q["recv_bytes"] < r["recv_lower_bound_bytes"] <= r["ours"]["recv_bytes"]
+            elif v["verdict"] == "no_plan_over_the_move_set":
+                kw = {"budget_ms": BUDGET_MS} if v["proof_budget_moves"] is None else \
+                    {"budget_ms": BUDGET_MS, "budget_moves": PROOF_BUDGET_MOVES}
+                srch = _synthesize(case["mesh"], case["src"], case["dst"], "auto", case["itemsize"],
+                                   tuple(sorted(kw.items()))).search
+                assert srch["optimal"] and srch["optimal_over"] == "full" and q["within_bound"]
+                assert q["collectives"] * cost.alpha_s + q["recv_bytes"] / cost.bandwidth_Bps < srch["optimum_s"]
+            elif v["verdict"] == "no_plan_at_its_memory":
+                assert not q["within_bound"] and v["least_max_shard_bytes"] > q["max_shard_bytes"]
+                assert r["ours"]["max_shard_bytes"] == v["least_max_shard_bytes"]
+    assert {"below_recv_bound", "no_plan_over_the_move_set", "no_plan_at_its_memory"} <= seen
+
 
 @pytest.fixture(scope="module")
 def runs():
@@ -148,10 +190,14 @@ def test_every_plan_checked_and_no_regression_against_the_peer(runs, peer):
         f"newly over max(src, dst) where {peer} is within: {sorted(over - pin['over_bound_peer_within'])}"
     assert summary["at_recv_bound_ours"] >= pin["at_recv_bound_ours"]
     assert summary["dominates"] >= pin["dominates"]
-    if peer == "shardy":
-        # no Shardy sequence that runs in our types dominates ours (those left are costed
-        # from Shardy's types only: they break the JAX padded layout on an uneven dim)
-        assert not [r["test"] for r in rows if r["dominated"] and r["peer_replayed"]]
+    # no peer sequence that runs in our types dominates ours (those left are costed from
+    # the peer's types only: they break the JAX padded layout on an uneven dim), and each
+    # says why no plan that runs matches it (UNRUNNABLE_VERDICTS)
+    assert not [r["test"] for r in rows if r["dominated"] and r["peer_replayed"]]
+    assert summary["dominated_runnable"] == 0
+    verdicts = {r["test"]: r["peer_unrunnable_verdict"]["verdict"] for r in rows if r["dominated"]}
+    assert verdicts == {t: UNRUNNABLE_VERDICTS[peer][t] for t in dominated}
+    assert sum(summary["dominated_unrunnable"].values()) == summary["dominated"]
     for r in rows:
         assert r["dominated"] + r["dominates"] <= 1
         assert r["ours"]["recv_bytes"] >= r["recv_lower_bound_bytes"]  # the bound bounds every plan
