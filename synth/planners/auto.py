@@ -184,6 +184,8 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
 SEED_MOVES = 2000
 #: Complete candidates the seed costs (in the order found: fewer local steps first).
 SEED_CANDIDATES = 48
+#: Permute targets the seed tries first (types from which gathers and slices finish).
+SEED_PERMUTES = 16
 _LOCAL_MOVES = ("dyn_slice", "unreduce", "sharded_to_unreduced")
 
 
@@ -192,8 +194,10 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     costing the moves that do not finish: local steps, at most one collective (any move of
     the full set: a fused multi-dim collective, an all-to-all of a sub-axis, ...), local
     steps, then at most one permute to the target (where the types have the target's
-    splits and pending sums). Every state within ``cap``; at most :data:`SEED_MOVES` moves
-    examined and :data:`SEED_CANDIDATES` complete plans costed. Like the greedy pass it only
+    splits and pending sums); or a permute first, to a type from which gathers and slices
+    reach the target, then those. Every state within ``cap``; each of the two stages
+    examines at most :data:`SEED_MOVES` moves and a quarter of the budget left, and at most
+    :data:`SEED_CANDIDATES` complete plans are costed. Like the greedy pass it only
     seeds the exact phases with an upper bound.
 
     Example (``autoparallel-462-llama8b-128``, ``dp=16,tp=8``, ``[4096{dp}, 14336{tp}] ->
@@ -207,6 +211,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     T_splits = sp.info(sp.T[0])[0]
     local_gens = [MOVES[k] for k in _LOCAL_MOVES]
     other_gens = [g for k, g in MOVES.items() if k not in _LOCAL_MOVES]
+    gather_gens = [MOVES[k] for k in ("all_gather", "multi_all_gather", "dyn_slice")]
     # node: (state id, phase); phase 0: no collective yet, 1: one collective done
     parent = {(s0, 0): None}
     done = []
@@ -215,7 +220,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
         i = node[0]
         if i == t:
             done.append((node, None))
-        else:
+        elif node[1] < 2:  # phase 2 began with a permute: no second one
             st_ = sp.states[i]
             if st_[1] == sp.T[1] and sp.info(st_[0])[0] == T_splits:
                 done.append((node, (("all_permute", sp.T),)))
@@ -253,8 +258,34 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
             level = nxt
         return seen
 
-    with budget.probe(SEED_MOVES):
-        finish((s0, 0))
+    def share():
+        """Moves one stage may examine: SEED_MOVES, and at most a quarter of what is left
+        (the two stages never take more than half of the budget)."""
+        return min(SEED_MOVES, max(0, (budget.limit - budget.used) // 4))
+
+    with budget.probe(share()):
+        # a permute first, to a type from which gathers and slices reach the target (XLA's
+        # plan for random-0-007: a permute, then the gathers), then those gathers and slices
+        state0 = sp.states[s0]
+        starts = []
+        for d2 in sp.goal_adjacent(sp.info(state0[0])[0], state0[1])[:SEED_PERMUTES]:
+            if d2 == state0[0] or len(done) >= SEED_CANDIDATES:
+                continue
+            j = sp.intern((d2, state0[1]))
+            if (j, 2) not in parent:
+                parent[(j, 2)] = ((s0, 0), (("all_permute", (d2, state0[1])),))
+                starts.append((j, 2))
+                finish((j, 2))
+        level = starts
+        while level and len(done) < SEED_CANDIDATES:
+            nxt = []
+            for node in level:
+                nxt += expand(node, gather_gens, 2)
+            for node in nxt:
+                finish(node)
+            level = nxt
+    finish((s0, 0))
+    with budget.probe(share()):
         phase0 = closure([(s0, 0)])
         for node in phase0:
             if len(done) >= SEED_CANDIDATES:
