@@ -140,6 +140,7 @@ class Space:
             for k in ax:
                 self.t_used |= 1 << k
         self._info: dict = {}
+        self._types: dict = {}
         self._cost: dict = {}
         self._class: dict = {}
         self._goal_adj: dict = {}
@@ -179,10 +180,14 @@ class Space:
         return dims, tuple(sorted(idx[a] for a in t.unreduced if a in idx))
 
     def to_type(self, state) -> ArrayType:
-        dims, U = state
-        nm = self.names
-        return ArrayType(tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
-                         tuple(nm[k] for k in U) + self.kept_unit)
+        t = self._types.get(state)  # memoised: a state is costed as the source of many moves
+        if t is None:
+            dims, U = state
+            nm = self.names
+            t = self._types[state] = ArrayType(
+                tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
+                tuple(nm[k] for k in U) + self.kept_unit)
+        return t
 
     def info(self, dims):
         """``(splits, local shape, shard elements, bitmask of used axes)`` of ``dims``."""
@@ -257,7 +262,12 @@ class Space:
                     t = sum(op_time(self.cost, op) for op in ops if not op.is_local)
                 else:
                     t = sum(op_time(self.cost, op) for op in ops)
-                recv = 0 if col.local else int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
+                if col.local:
+                    recv = 0
+                elif step[0] == "all_permute":  # not a no-op: a device that moves gets its whole shard
+                    recv = ta.shard_elems(mesh) * self.itemsize
+                else:
+                    recv = int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
                 c = (t, recv, 0 if col.local else 1)
             self._cost[key] = c
         return c
