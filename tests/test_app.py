@@ -76,7 +76,15 @@ def check_moves_exactly(plan: synth.Plan, x: np.ndarray | None = None):
         assert np.array_equal(got, exp), f"device {d} ends with the wrong block"
 
 
+def _open_code(at: AppTest, key: str) -> None:
+    """Open a code box of the Plan page (drawn only when open), as a click on it does."""
+    if not (key in at.session_state and at.session_state[key]):
+        at.session_state[key] = True
+        at.run()
+
+
 def _exported(at: AppTest) -> dict:
+    _open_code(at, "plan_json_open")
     codes = [c.value for c in at.code if c.language == "json"]
     assert len(codes) == 1, "the Plan page shows the exported JSON once"
     return json.loads(codes[0])
@@ -101,7 +109,7 @@ def test_plan_default_render_shows_the_default_plan():
     df = at.dataframe[0].value
     assert list(df["collective"]) == [r["collective"] for r in rows]
     assert list(df["type after"]) == [r["type"] for r in rows]
-    assert len(at.get("plotly_chart")) >= 1
+    assert len(at.get("vega_lite_chart")) == 1  # the memory chart (Vega-Lite, not plotly)
     assert [b.key for b in at.download_button][0] == "export_json"
     doc = _exported(at)
     assert synth.Plan.from_dict(doc) == plan
@@ -248,6 +256,7 @@ def test_jax_code_export_runs_and_moves_data_exactly(tmp_path):
     _set(at, **dict(SMALL, dtype="float16"))
     _ok(at)
     assert at.download_button(key="export_jax").label == "Download JAX code"
+    _open_code(at, "plan_code_open")
     code = [c.value for c in at.code if c.language == "python"]
     assert len(code) == 1
     assert "DTYPE = jnp.dtype('float16')" in code[0]   # the scenario's dtype, not float32

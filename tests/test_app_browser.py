@@ -102,8 +102,11 @@ def test_plan_page_in_chromium(server, tmp_path):
             table = main.locator("[data-testid='stDataFrame']")
             expect(table).to_have_count(1)
             expect(table).to_be_visible()
-            chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").first
+            # the memory chart: Vega-Lite drawn as SVG (no plotly on the Plan page's first paint)
+            chart = main.locator("[data-testid='stVegaLiteChart'] svg.marks").first
             expect(chart).to_be_visible(timeout=30_000)
+            expect(main.locator("[data-testid='stPlotlyChart']")).to_have_count(0)
+            expect(chart.locator("text", has_text="shard bound max(src, dst)")).to_have_count(1)
             expect(main.locator("[data-testid='stException']")).to_have_count(0)
             expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
             page.wait_for_timeout(500)

@@ -27,7 +27,7 @@ import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import synth  # noqa: E402
-from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
+from tests.test_app import SMALL, _exported, _set, check_moves_exactly  # noqa: E402
 from ui import compute, figures, jobs, machines, runs, scenario, work  # noqa: E402
 from ui.fmt import byte_unit, fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
 
@@ -274,14 +274,94 @@ def test_layout_shows_replication_padding_and_pending_sums():
     assert all(t.startswith("partial sums") for t in f3.data[0].text if t)
 
 
+def _layer_values(spec, series):
+    return [layer["data"]["values"] for layer in spec["layer"]
+            if layer["data"]["values"] and layer["data"]["values"][0].get("series") == series]
+
+
+def _check_memory_spec(spec, plan, easy_peak_bytes=None, capacity_bytes=None):
+    """The memory chart's Vega-Lite spec against the plan, value by value; returns the
+    labels of its horizontal lines ``{label: bytes}``."""
+    import altair as alt
+
+    from ui import charts
+
+    alt.LayerChart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    assert spec["title"]["text"] == charts.MEMORY_TITLE
+    rows = plan.rows()
+    (bars,), (live,) = _layer_values(spec, charts.SHARD_SERIES), _layer_values(spec, charts.LIVE_SERIES)
+    unit = spec["layer"][0]["encoding"]["y"]["title"].split("(")[-1].rstrip(")")
+    div = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+    assert [b["step"] for b in bars] == [f"{r['step']}: {r['collective']}" for r in rows]
+    assert [b["value"] * div for b in bars] == [r["shard_bytes"] for r in rows]
+    assert [b["type"] for b in bars] == [str(r["type"]) for r in rows]
+    want_live = [rows[0]["shard_bytes"]] + [a["shard_bytes"] + b["shard_bytes"] for a, b in zip(rows, rows[1:])]
+    assert [x["value"] * div for x in live] == want_live
+    assert max(want_live) == plan.peak_live_bytes
+    lines = {}
+    for layer in spec["layer"]:
+        enc = layer["encoding"]
+        if layer["mark"]["type"] == "text" and "datum" in enc.get("y", {}):
+            lines[enc["text"]["value"].split(" = ")[0].split(" capacity")[0]] = enc["y"]["datum"] * div
+    top = spec["layer"][0]["encoding"]["y"]["scale"]["domain"][1] * div
+    assert lines["shard bound max(src, dst)"] == plan.bound_bytes
+    assert lines.get("live bound 2 x max(src, dst)", 2 * plan.bound_bytes) == 2 * plan.bound_bytes
+    assert all(v <= top for v in lines.values()) and max(want_live) <= top
+    notes = [layer["encoding"]["text"]["value"] for layer in spec["layer"]
+             if layer["mark"]["type"] == "text" and "datum" not in layer["encoding"].get("y", {})]
+    if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
+        assert ("easy planner's largest shard" in lines) != any("off scale" in n for n in notes)
+    if capacity_bytes is not None and "HBM" in lines:
+        assert lines["HBM"] == capacity_bytes
+    return lines
+
+
+def test_plan_memory_chart_says_what_the_plan_holds():
+    """Element by element: bars are the plan's shards, the line its live input + output,
+    the dashed and dotted lines the two bounds; the easy plan's shard and the HBM
+    capacity drawn when in range, named off scale otherwise."""
+    from ui import charts
+    from ui.fmt import fmt_bytes
+
+    mesh, src, dst = "data=16,model=4", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]"
+    normal = synth.synthesize(mesh, src, dst, planner="normal", itemsize=2)
+    easy = synth.synthesize(mesh, src, dst, planner="easy", itemsize=2)
+    # the easy plan's 512 MiB is off the normal plan's scale: named in the corner, no line
+    spec = charts.plan_memory_spec(normal, easy.max_shard_bytes, 32 * 2**30)
+    lines = _check_memory_spec(spec, normal, easy.max_shard_bytes, 32 * 2**30)
+    assert set(lines) == {"shard bound max(src, dst)", "live bound 2 x max(src, dst)"}
+    assert any(lay["mark"]["type"] == "text" and lay["encoding"]["text"]["value"] ==
+               f"easy planner's largest shard: {fmt_bytes(easy.max_shard_bytes)} (off scale)" for lay in spec["layer"])
+    # in range: both drawn as lines at their values
+    lines = _check_memory_spec(charts.plan_memory_spec(normal, 12 * 2**20, 20 * 2**20), normal, 12 * 2**20, 20 * 2**20)
+    assert lines["easy planner's largest shard"] == 12 * 2**20 and lines["HBM"] == 20 * 2**20
+    # the easy plan itself exceeds the bound: its bars pass the dashed line
+    spec = charts.plan_memory_spec(easy, normal.max_shard_bytes, None)
+    _check_memory_spec(spec, easy)
+    assert max(b["value"] for b in _layer_values(spec, charts.SHARD_SERIES)[0]) > \
+        spec["layer"][2]["encoding"]["y"]["datum"]
+
+
 def test_plan_page_draws_source_target_and_each_step():
     at = _app(**SMALLN)
     _ok(at)
     # the pictures sit in tabs, only the open one drawn: the memory chart first
     assert [t.label for t in at.tabs] == ["Memory per step", "Layout", "Received bytes"]
-    keys = [c.proto.id for c in at.get("plotly_chart")]
-    assert len(keys) == 1 and keys[0].endswith("plan_memory_chart")
+    # the memory chart is Vega-Lite: the first paint draws no plotly chart (4.7 MB of JavaScript)
+    assert not at.get("plotly_chart")
+    vega = at.get("vega_lite_chart")
+    assert len(vega) == 1
+    _check_memory_spec(json.loads(vega[0].proto.spec), synth.synthesize(
+        SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2))
     assert not at.select_slider  # the Layout tab is closed: its step slider is not drawn
+    # the code boxes are drawn only when opened (the highlighter is off the first paint)
+    assert [x.label for x in at.expander][-2:] == ["Plan JSON", "JAX code"] and not at.code
+    at.session_state["plan_json_open"] = True  # as a click on the expander sets it
+    at.run()
+    assert [c.language for c in at.code] == ["json"]
+    assert synth.Plan.from_dict(json.loads(at.code[0].value)) == synth.synthesize(
+        SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    at.session_state["plan_json_open"] = False
     at.session_state["plan_view"] = "Received bytes"
     at.run()
     _ok(at)
@@ -616,7 +696,7 @@ def test_server_config_binds_locally_and_hides_tracebacks():
 
 def test_small_plan_export_still_moves_exactly():
     at = _app(**SMALLN)
-    doc = json.loads([c.value for c in at.code if c.language == "json"][0])
+    doc = _exported(at)
     check_moves_exactly(synth.Plan.from_dict(doc))
 
 

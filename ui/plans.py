@@ -271,7 +271,8 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
     return out
 
 
-# -- the Plan page's pictures, cached (plotly imported only here, off the first paint) --------
+# -- the Plan page's pictures, cached (plotly imported only here, off the first paint; the memory
+#    chart is Vega-Lite, ui.charts) ---------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=128)
 def layout_picture(type_text: str, mesh_text: str, title: str, exact: bool):
     """``(figure, summarised, per-axis text)`` of a type's layout on a mesh: the exact
@@ -287,14 +288,27 @@ def layout_picture(type_text: str, mesh_text: str, title: str, exact: bool):
     return fig, big and not exact, figures.layout_axes_text(t, mesh)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _plan_figures(plan_json_text: str, easy_peak_bytes: int, capacity_bytes: int | None):
-    from ui import figures
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plan_memory_chart(plan_json_text: str, easy_peak_bytes: int, capacity_bytes: int | None) -> dict:
+    from ui import charts
 
     plan = synth.Plan.from_dict(json.loads(plan_json_text))
-    return figures.plan_memory_figure(plan, easy_peak_bytes, capacity_bytes), figures.recv_heatmap(plan)
+    return charts.plan_memory_spec(plan, easy_peak_bytes, capacity_bytes)
 
 
-def plan_figures(plan: synth.Plan, easy_peak_bytes: int, capacity_bytes: int | None):
-    """``(memory figure, received-bytes heat map)`` of a plan (cached)."""
-    return _plan_figures(plan.to_json(), int(easy_peak_bytes), capacity_bytes)
+def plan_memory_chart(plan: synth.Plan, easy_peak_bytes: int, capacity_bytes: int | None) -> dict:
+    """The memory chart's Vega-Lite spec (``ui.charts.plan_memory_spec``, cached): the
+    Plan page's first picture, drawn without plotly so the first load does not wait for it."""
+    return _plan_memory_chart(plan.to_json(), int(easy_peak_bytes), capacity_bytes)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _recv_figure(plan_json_text: str):
+    from ui import figures
+
+    return figures.recv_heatmap(synth.Plan.from_dict(json.loads(plan_json_text)))
+
+
+def recv_figure(plan: synth.Plan):
+    """The received-bytes heat map of a plan (plotly, cached, shared between sessions)."""
+    return _recv_figure(plan.to_json())
