@@ -127,7 +127,7 @@ def test_a_job_stops_when_its_session_goes_away():
         job = m.submit("test-sleep-gone", "tests.test_app_explorer:_slow_work", (60.0,), session="s-gone",
                        slot="t", label="sleep")
         t0 = time.monotonic()
-        while job.state != "running":
+        while job.state != "running" or not job._proc.is_alive():  # the worker is up
             assert time.monotonic() - t0 < 30
             time.sleep(0.05)
         alive["s-gone"] = False
@@ -177,6 +177,34 @@ def _slow_work(seconds, progress=None):
         progress(1, 2, "sleeping")
         time.sleep(0.05)
     return {"slept": seconds}
+
+
+def _unit_work(units, seconds, progress=None):
+    time.sleep(seconds)
+    return {"units": units, "wall_s": seconds}
+
+
+def test_the_estimate_learns_from_each_worker_job(monkeypatch):
+    """Before any run the panel says its estimate is the seed's; a finished worker job sets
+    the rate so that the same work is estimated at the time it took (start-up included)."""
+    monkeypatch.setattr(jobs, "_RATE", dict(jobs._RATE))
+    monkeypatch.setattr(jobs, "_LEARNT", set())
+    assert "has not run one yet" in jobs.estimate_basis("simulate")
+    m = jobs.manager()
+    job = m.submit("test-rate-1", "tests.test_app_explorer:_unit_work", (3000, 0.6), session="local-r",
+                   slot="t", label="units", estimate_s=jobs.estimate_s("simulate", 3000), kind="simulate")
+    t0 = time.monotonic()
+    while job.state != "done":
+        assert job.state in ("waiting", "running") and time.monotonic() - t0 < 60, job.error
+        time.sleep(0.05)
+    waited = job.ended - job.started
+    assert waited >= 0.6
+    assert jobs.estimate_s("simulate", 3000) == pytest.approx(waited)
+    assert jobs.estimate_basis("simulate") == "from the rate of earlier runs on this server"
+    # a second run is averaged in, half each
+    r1 = jobs._RATE["simulate"]
+    jobs.note_rate("simulate", 3000, 0.2 + 3000 / (r1 / 2))
+    assert jobs._RATE["simulate"] == pytest.approx(0.75 * r1)
 
 
 def _failing_work(progress=None):
@@ -454,8 +482,8 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
 def test_compare_shows_busbw_and_log_ticks():
     at = _app("ui/pages/compare.py", **SMALLN)
     _ok(at)
-    df = at.dataframe[0].value
-    assert {"its algbw", "its busbw", "bus peak"} <= set(df.columns)
+    df = next(d.value for d in at.dataframe if "its busbw" in d.value.columns)
+    assert {"strategy", "its algbw", "its busbw", "bus peak"} <= set(df.columns)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     ya = spec["layout"]["yaxis"]
     assert ya["type"] == "log" and len(ya["tickvals"]) >= 2

@@ -326,10 +326,18 @@ def _print_browser(b: dict) -> None:
          f"  (max {max(r['s'] if r['s'] is not None else float('inf') for r in sw):.2f} s over {len(sw)})" if sw else "")
     if b.get("screenshots"):
         print("  screenshots: " + ", ".join(b["screenshots"]))
+    if b.get("shown_4096_max_s") is not None:
+        print(f"  {'page shown (job panel up), 4096, max':<38} {b['shown_4096_max_s']:7.2f} s")
+
+    def one(r):
+        s = f"{r['s']:.2f}" if r["s"] is not None else f"> {r['timed_out_s']:g} (timed out)"
+        if r.get("job") and r.get("shown_s") is not None:
+            s += f" (shown {r['shown_s']:.2f}, then a job)"
+        return f"{r['to']} {s}"
+
     for key in ("switches_64", "switches_4096"):
         if b.get(key):
-            print(f"    {key}: " + ", ".join(f"{r['to']} " + (f"{r['s']:.2f}" if r["s"] is not None else
-                                                             f"> {r['timed_out_s']:g} (timed out)") for r in b[key]))
+            print(f"    {key}: " + ", ".join(one(r) for r in b[key]))
 
 
 if __name__ == "__main__":

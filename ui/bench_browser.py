@@ -18,6 +18,10 @@ Figures (targets from issue 24, on a quiet machine):
 * ``simulate_4096_s``: opening Simulate on ``tpu-v4:16x16x16``, ``data=512,model=8``,
   until the result is drawn, and whether a progress bar was seen on the way (<= 10 s);
 * ``switch_4096_s``: the page switches again at 4096 devices (p50 <= 2 s).
+
+Each switch also records ``shown_s``: the seconds until the page was drawn apart from a
+background job, whose panel (estimate, progress bar, Cancel) then shows (``job``: a
+progress bar was seen); ``shown_4096_max_s`` is the longest of these at 4096 devices.
 """
 
 from __future__ import annotations
@@ -112,7 +116,8 @@ _IDLE_JS = """() => {
 def wait_idle(page, t0: float, ready=None, limit_s: float = 120.0, seen: dict | None = None) -> float:
     """Seconds from ``t0`` until the page is idle (see the module docstring);
     ``ready()`` must also be true (e.g. a heading is shown). ``seen["progress"]`` is set
-    when a progress bar was drawn on the way."""
+    when a progress bar was drawn on the way, ``seen["shown_s"]`` to the seconds until the
+    page was first drawn apart from a background job (its panel and progress bar shown)."""
     last, since = None, None
     while True:
         now = time.perf_counter()
@@ -121,6 +126,8 @@ def wait_idle(page, t0: float, ready=None, limit_s: float = 120.0, seen: dict | 
         run, stale, charts, job, progress = page.evaluate(_IDLE_JS)
         if seen is not None and progress:
             seen["progress"] = True
+        if seen is not None and "shown_s" not in seen and not run and not stale and (ready is None or ready()):
+            seen["shown_s"] = now - t0
         state = (charts,)
         quiet = not run and not stale and not job and (ready is None or ready())
         if quiet and state == last:
@@ -159,10 +166,13 @@ def _rounds(page, rounds: int = 2, start: str = "Plan", limit_s: float = 120.0) 
     cur = start
     for _ in range(rounds):
         for title in order[order.index(cur) + 1:] + order[:order.index(cur) + 1]:
+            seen: dict = {}
             try:
-                out.append({"to": title, "s": _switch(page, title, limit_s)})
+                out.append({"to": title, "s": _switch(page, title, limit_s, seen)})
             except TimeoutError:
                 out.append({"to": title, "s": None, "timed_out_s": limit_s})
+            out[-1]["shown_s"] = seen.get("shown_s")  # a page waiting on a job: when its panel showed
+            out[-1]["job"] = bool(seen.get("progress"))
             cur = title
     return out
 
@@ -252,6 +262,8 @@ def run(log=None, big: bool = True, shots: str | None = None, serve: bool = Fals
                     sw = _rounds(page, start="Simulate", limit_s=300)
                     out["switches_4096"] = sw
                     out["switch_4096_s"] = _p50(sw)
+                    out["shown_4096_max_s"] = max((r["shown_s"] for r in sw if r.get("shown_s") is not None),
+                                                  default=None)
                     say(f"page switch, 4096 devices: p50 {out['switch_4096_s']:.2f} s, "
                         f"max {_p50([max(sw, key=_key)]):.2f} s")
                     if shots:

@@ -140,9 +140,8 @@ def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: s
         view = _inline(func, args)
         jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
         return view
-    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est)
-    if job.state == "done":
-        jobs.note_rate(kind, job.result.get("units", 0), job.result.get("wall_s", 0))
+    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est, kind=kind)
+    if job.state == "done":  # its rate was noted when it finished
         return job.result
     return Pending(job, slot, what)
 
