@@ -99,9 +99,11 @@ def test_plan_page_in_chromium(server, tmp_path):
             expect(main.get_by_text("→ [8192{data,model}, 32768]")).to_be_visible(timeout=30_000)
             print(f"\nbrowser: new target sharding on 64 devices -> updated plan in "
                   f"{time.monotonic() - t0:.2f} s")
-            table = main.locator("[data-testid='stDataFrame']")
+            # the step table: a plain table (no data grid on the Plan page), one row per step
+            table = main.locator("table").filter(has_text="received bytes (max device)")
             expect(table).to_have_count(1)
             expect(table).to_be_visible()
+            expect(table.locator("tbody tr").first).to_contain_text("[8192{model}, 32768{data}]")
             # the memory chart: Vega-Lite drawn as SVG (no plotly on the Plan page's first paint)
             chart = main.locator("[data-testid='stVegaLiteChart'] svg.marks").first
             expect(chart).to_be_visible(timeout=30_000)

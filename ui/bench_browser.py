@@ -193,8 +193,8 @@ def screenshots(page, folder: str, tag: str, limit_s: float = 300.0) -> list[str
         for title in PAGES:
             _switch(page, title, limit_s)
             height = page.evaluate("() => Math.max(...[...document.querySelectorAll("
-                                   "\"[data-testid='stMain'], [data-testid='stMain'] *\")]"
-                                   ".map(e => e.scrollHeight))")
+                                   "\"[data-testid='stMainBlockContainer'], [data-testid='stSidebarContent']\")]"
+                                   ".map(e => e.getBoundingClientRect().top + e.scrollHeight))")
             page.set_viewport_size({"width": size["width"], "height": int(min(max(height + 40, 900), 9000))})
             wait_idle(page, time.perf_counter(), _heading(page, title), limit_s)
             page.wait_for_timeout(400)  # chart transitions

@@ -3,6 +3,7 @@ unit conversion for the axes."""
 
 from __future__ import annotations
 
+import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 import plotly.graph_objects as go
 
 from ui.fmt import byte_unit, fmt_bytes, fmt_seconds, time_unit

@@ -271,6 +271,30 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
     return out
 
 
+#: The step table's columns (``plan.rows()`` fields, formatted).
+STEP_COLUMNS = ("step", "collective", "type after", "local shape", "shard bytes", "received bytes (max device)",
+                "pending sum over", "padded")
+
+
+def steps_table(plan: synth.Plan) -> str:
+    """The plan's steps as a Markdown table (a handful of rows: no data grid, so the first
+    paint loads neither pandas nor the grid's JavaScript). Types and collectives are code
+    spans, shown as typed. Example row: ``| 1 | `AllToAll(1->0, model)` |
+    `[8192{data,model}, 32768]` | `(128, 32768)` | 8 MiB | 6 MiB | - | - |``."""
+    from ui.fmt import fmt_bytes
+
+    def code(text):
+        return "`" + str(text).replace("`", "'") + "`"
+
+    lines = ["| " + " | ".join(STEP_COLUMNS) + " |", "|" + "---|" * len(STEP_COLUMNS)]
+    for r in plan.rows():
+        cells = [str(r["step"]), code(r["collective"]), code(r["type"]), code(tuple(r["local_shape"])),
+                 fmt_bytes(r["shard_bytes"]), fmt_bytes(r["recv_bytes"]),
+                 ",".join(r.get("unreduced") or []) or "-", "yes" if r.get("padded") else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -- the Plan page's pictures, cached (plotly imported only here, off the first paint; the memory
 #    chart is Vega-Lite, ui.charts) ---------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=128)

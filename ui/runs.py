@@ -46,18 +46,19 @@ def warm_up():
     asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
     import threading
 
-    # Import pandas and pyarrow here, in the script thread, before the warm-up thread
-    # builds its plotly figures: plotly asks ``sys.modules.get("pandas")`` (without
-    # importing), and while another thread is half-way through ``import pandas`` it gets
-    # the partially initialised module and fails with "partially initialized module
-    # 'pandas' has no attribute ... (most likely due to a circular import)". The pages
-    # import both anyway (tables), so this costs nothing after the first page.
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-
+    # pandas and pyarrow are imported by the thread, not by the page's script run, so the
+    # first page (which needs neither) does not wait for them. Plotly reads
+    # ``sys.modules["pandas"]`` without importing it and fails on a half-imported module
+    # ("partially initialized module 'pandas' ... circular import"), so every module that
+    # uses plotly (ui.figures, ui.crossmesh, the Calibration page) imports pandas first:
+    # a script thread reaching plotly while this thread is half-way through the import
+    # waits at that ``import pandas`` for it to finish (Python's per-module import lock).
     from ui import jobs, work
 
     def run():
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+
         try:
             jobs.prestart()   # the fork server of the job workers, warmed up too
         except Exception:  # noqa: BLE001 - jobs start it themselves then

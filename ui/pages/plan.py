@@ -12,22 +12,6 @@ from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_seconds
 
 
-def _steps_frame(plan):
-    import pandas as pd  # off the first paint: the metrics and claims are drawn before it
-
-    rows = plan.rows()
-    return pd.DataFrame({
-        "step": [r["step"] for r in rows],
-        "collective": [r["collective"] for r in rows],
-        "type after": [r["type"] for r in rows],
-        "local shape": [str(tuple(r["local_shape"])) for r in rows],
-        "shard bytes": [fmt_bytes(r["shard_bytes"]) for r in rows],
-        "received bytes (max device)": [fmt_bytes(r["recv_bytes"]) for r in rows],
-        "pending sum over": [",".join(r.get("unreduced") or []) or "-" for r in rows],
-        "padded": ["yes" if r.get("padded") else "-" for r in rows],
-    })
-
-
 def _pct(part, whole) -> str:
     p = 100 * part / whole
     return "< 0.01 %" if 0 < p < 0.01 else f"{p:.3g} %"
@@ -166,7 +150,7 @@ def main():
     _claims(plan)
 
     st.subheader("Steps")
-    st.dataframe(_steps_frame(plan), hide_index=True)
+    st.markdown(plans.steps_table(plan))
     _pictures(plan, easy, cap)
 
     st.subheader("Export")
