@@ -99,7 +99,8 @@ def _steps(at: AppTest) -> list[dict]:
     lines = tables[0].splitlines()
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     assert set(lines[1].replace("|", "")) == {"-"}
-    return [dict(zip(head, (c.strip().strip("`") for c in line.strip("|").split(" | ")), strict=True))
+    return [dict(zip(head, (c.strip().strip("`").replace("\u00a0", " ") for c in line.strip("|").split(" | ")),
+                     strict=True))
             for line in lines[2:]]
 
 

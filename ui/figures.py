@@ -374,7 +374,7 @@ def timeline_figure(res, max_transfers: int = 4000, max_rows: int = 64) -> go.Fi
     order = ["ops"] + labels
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
     fig.update_layout(title=title, barmode="overlay", xaxis_title=f"time ({unit})",
-                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=80 if note else 60, b=40),
+                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=115 if note else 70, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
     fig.update_layout(meta={"transfers": n, "detailed": detailed, "group": group,
                             "aggregate_ops": [a["op"] for a in res.aggregate_ops]})

@@ -278,17 +278,18 @@ STEP_COLUMNS = ("step", "collective", "type after", "local shape", "shard bytes"
 
 def steps_table(plan: synth.Plan) -> str:
     """The plan's steps as a Markdown table (a handful of rows: no data grid, so the first
-    paint loads neither pandas nor the grid's JavaScript). Types and collectives are code
-    spans, shown as typed. Example row: ``| 1 | `AllToAll(1->0, model)` |
+    paint loads neither pandas nor the grid's JavaScript). Types, shapes and collectives are
+    code spans, shown as typed (types and shapes kept on one line). Example row: ``| 1 | `AllToAll(1->0, model)` |
     `[8192{data,model}, 32768]` | `(128, 32768)` | 8 MiB | 6 MiB | - | - |``."""
     from ui.fmt import fmt_bytes
 
-    def code(text):
-        return "`" + str(text).replace("`", "'") + "`"
+    def code(text, keep=False):  # keep: no line break inside (non-breaking spaces)
+        text = str(text).replace("`", "'")
+        return "`" + (text.replace(" ", "\u00a0") if keep else text) + "`"
 
     lines = ["| " + " | ".join(STEP_COLUMNS) + " |", "|" + "---|" * len(STEP_COLUMNS)]
     for r in plan.rows():
-        cells = [str(r["step"]), code(r["collective"]), code(r["type"]), code(tuple(r["local_shape"])),
+        cells = [str(r["step"]), code(r["collective"]), code(r["type"], True), code(tuple(r["local_shape"]), True),
                  fmt_bytes(r["shard_bytes"]), fmt_bytes(r["recv_bytes"]),
                  ",".join(r.get("unreduced") or []) or "-", "yes" if r.get("padded") else "-"]
         lines.append("| " + " | ".join(cells) + " |")

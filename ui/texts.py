@@ -17,6 +17,12 @@ BANDWIDTH_NOTE = (
 )
 
 
+#: The Simulate page's op table in two parts, each narrow enough for the page.
+OPS_TIME_COLUMNS = ("op", "kind", "algorithm", "n", "start", "duration", "analytic estimate", "recv per device",
+                    "out buffer")
+OPS_BANDWIDTH_COLUMNS = ("op", "kind", "algbw", "busbw", "link peak", "bus peak")
+
+
 def ops_frame(ops: list[dict]) -> pd.DataFrame:
     return pd.DataFrame({
         "op": [o["index"] for o in ops],
