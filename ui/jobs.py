@@ -445,10 +445,15 @@ def inline_s() -> float:
 _LEARNT: set = set()
 
 
+#: Runs shorter than this do not change a rate: their time is mostly fixed costs (and the
+#: first-call costs of a cold server), which would make the rate of real work look slow.
+LEARN_MIN_S = 1.0
+
+
 def note_rate(kind: str, units: float, seconds: float) -> None:
-    """Fold a finished run into the rate: the first run replaces the seed, later ones are
-    averaged in (exponentially, half each)."""
-    if units > 0 and seconds > _BASE_S + 0.05:
+    """Fold a finished run of at least :data:`LEARN_MIN_S` into the rate: the first one
+    replaces the seed, later ones are averaged in (exponentially, half each)."""
+    if units > 0 and seconds >= LEARN_MIN_S:
         r = units / (seconds - _BASE_S)
         _RATE[kind] = 0.5 * _RATE[kind] + 0.5 * r if kind in _LEARNT and kind in _RATE else r
         _LEARNT.add(kind)

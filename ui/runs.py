@@ -33,10 +33,21 @@ def _schedule_key(schedule: synth.Schedule) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _inline(func: str, args: tuple):
+#: Keys of the work computed inline (``_inline``'s cache holds each result): asked for
+#: again, the result is served from that cache whatever the estimate says by then.
+_INLINE_KEYS: dict[str, None] = {}
+_INLINE_MAX = 64
+
+
+@st.cache_resource(show_spinner=False, max_entries=_INLINE_MAX)
+def _inline(func: str, args: tuple, kind: str = ""):
+    from ui import jobs
+
     mod, name = func.split(":")
-    return getattr(importlib.import_module(mod), name)(*args)
+    view = getattr(importlib.import_module(mod), name)(*args)
+    if kind and isinstance(view, dict):  # computed now (not a cache hit): the rate learns from it
+        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
+    return view
 
 
 @st.cache_resource(show_spinner=False)
@@ -137,9 +148,11 @@ def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: s
         return Pending(jobs.Job(key=key, func=func, args=args, label=what, estimate_s=est,
                                 state="cancelled"), slot, what)
     st.session_state.pop(marker, None)
-    if est <= jobs.inline_s():
-        view = _inline(func, args)
-        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
+    if key in _INLINE_KEYS or est <= jobs.inline_s():
+        view = _inline(func, args, kind)
+        _INLINE_KEYS[key] = None
+        while len(_INLINE_KEYS) > _INLINE_MAX:
+            _INLINE_KEYS.pop(next(iter(_INLINE_KEYS)))
         return view
     job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est, kind=kind)
     if job.state == "done":  # its rate was noted when it finished
