@@ -463,7 +463,7 @@ def estimate_basis(kind: str) -> str:
     """Where :func:`estimate_s`'s rate comes from, in words for the page."""
     if kind in _LEARNT:
         return "from the rate of earlier runs on this server"
-    return "from the rate measured on a 2-core machine; this server has not run one yet"
+    return "from the rate measured on a busy 2-core machine; this server has not run one yet"
 
 
 def estimate_s(kind: str, units: float) -> float:
