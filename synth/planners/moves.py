@@ -140,6 +140,7 @@ class Space:
             for k in ax:
                 self.t_used |= 1 << k
         self._info: dict = {}
+        self._types: dict = {}
         self._cost: dict = {}
         self._class: dict = {}
         self._goal_adj: dict = {}
@@ -157,6 +158,7 @@ class Space:
         self.size = mesh.size
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
+        self._prods: dict = {}
         self._t_shard = self.info(self.T[0])[2]
         self._t_regions = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
@@ -178,10 +180,14 @@ class Space:
         return dims, tuple(sorted(idx[a] for a in t.unreduced if a in idx))
 
     def to_type(self, state) -> ArrayType:
-        dims, U = state
-        nm = self.names
-        return ArrayType(tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
-                         tuple(nm[k] for k in U) + self.kept_unit)
+        t = self._types.get(state)  # memoised: a state is costed as the source of many moves
+        if t is None:
+            dims, U = state
+            nm = self.names
+            t = self._types[state] = ArrayType(
+                tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
+                tuple(nm[k] for k in U) + self.kept_unit)
+        return t
 
     def info(self, dims):
         """``(splits, local shape, shard elements, bitmask of used axes)`` of ``dims``."""
@@ -256,7 +262,12 @@ class Space:
                     t = sum(op_time(self.cost, op) for op in ops if not op.is_local)
                 else:
                     t = sum(op_time(self.cost, op) for op in ops)
-                recv = 0 if col.local else int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
+                if col.local:
+                    recv = 0
+                elif step[0] == "all_permute":  # not a no-op: a device that moves gets its whole shard
+                    recv = ta.shard_elems(mesh) * self.itemsize
+                else:
+                    recv = int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
                 c = (t, recv, 0 if col.local else 1)
             self._cost[key] = c
         return c
@@ -607,6 +618,18 @@ class Space:
         rec(0, free0, [])
         self._class[key] = out
         return out
+
+    def split_products(self, U):
+        """The products of every set of factors not in ``U`` (ascending): the numbers of
+        blocks a dim can be split into."""
+        got = self._prods.get(U)
+        if got is None:
+            out = {1}
+            for k, n in enumerate(self.sz):
+                if k not in U:
+                    out |= {p * n for p in out}
+            got = self._prods[U] = tuple(sorted(out))
+        return got
 
     def goal_adjacent(self, splits, U):
         """Dims of these splits from which the target is reached by gathers then slices:
@@ -988,6 +1011,8 @@ def _permute_moves(sp: Space, state, full):
     splits = sp.info(dims)[0]
     if sp.relabel:
         yield from _relabel_moves(sp, state)
+    if U:
+        yield from _pending_swap_moves(sp, state)
     if full:  # one class entry; the engine enumerates the members when it pops it
         yield (("permute_class",),), state
         return
@@ -1027,6 +1052,46 @@ def _relabel_moves(sp: Space, state):
             if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
                 d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
                 yield (("all_permute", (d2, U)),), (d2, U)
+    yield from _other_split_moves(sp, state)
+
+
+def _other_split_moves(sp: Space, state):
+    """AllPermute to the goal-adjacent types (:meth:`Space.goal_adjacent`: a prefix of every
+    target dim, then other factors) of *other* splits with the same local shape (uneven
+    problems only). Example, ``x=3,y=2,z=2``: ``[6{y,z}] -> [6{z,y,x}]`` (bound: 2 elements a
+    device): ``[6{y,z}]`` (4 blocks of 2) permutes to ``[6{x}]`` (3 blocks of 2), slices
+    ``y`` and permutes to the target, within the bound, where the one-factor relabels cannot
+    leave ``[6{y,z}]`` and the plan gathered the whole array (3x the bound)."""
+    dims, U = state
+    splits, loc, _, _ = sp.info(dims)
+    per = []
+    for i, n in enumerate(sp.shape):
+        per.append([p for p in sp.split_products(U) if -(-n // p) == loc[i]])
+    for s2 in itertools.product(*per):
+        if s2 == splits:
+            continue
+        for d2 in sp.goal_adjacent(s2, U):
+            if d2 != dims:
+                yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _pending_swap_moves(sp: Space, state):
+    """AllPermute that moves a pending sum to another factor of the same size: a pending
+    factor ``a`` and a factor ``b`` not pending (splitting a dim, or replicated) swap
+    places, so the blocks per dim stay and the group of partial parts keeps its size (see
+    :class:`synth.collectives.AllPermute`). Example, ``a=4,b=2`` (factors ``a:(1)2,
+    a:(2)2, b``): ``[16{a}, 24]{U:b} -> [16{b,a:(2)2}, 24]{U:a:(1)2}``, after which a
+    ShardedToUnreduced and one all-reduce reach ``[16{b}, 24]`` in 2 collectives within the
+    bound (DTensor reduces, gathers 16 rows, then slices: 2 collectives, twice the bound)."""
+    dims, U = state
+    sz = sp.sz
+    for a in U:
+        for b in range(len(sz)):
+            if b in U or sz[b] != sz[a]:
+                continue
+            d2 = tuple(tuple(a if x == b else x for x in ax) for ax in dims)
+            U2 = tuple(sorted(b if x == a else x for x in U))
+            yield (("all_permute", (d2, U2)),), (d2, U2)
 
 
 def _subsets(xs):
