@@ -365,12 +365,15 @@ class HardwareProfile:
         :data:`SCALED_BANDWIDTHS` and :data:`UNSCALED_RATES` (a test fails if a ``_s`` or
         ``_Bps`` field is in none of them). The bandwidth ramp is a fixed cost in disguise (with
         ``ramp_size_exponent`` 1 a collective of ``S`` bytes costs ``S/B + h/B``), so
-        ``ramp_half_bytes`` scales with ``latency_scale``: at 0 the ramp is gone. It is held
-        under ``bandwidth_scale`` (``h/B`` shrinks with faster links); holding the
-        bandwidth-delay product ``h/B`` instead would let the unscaled reduction kernel, which
-        climbs with the same ramp, slow a reduce-scatter down as links get faster. Worked example, dgx-h100, 4 KiB all-gather over 8 GPUs:
-        11.03 us at scale 1 (LL's 6.6 us base + 7 steps of 0.6 us + bytes), 0.1 us at
-        latency_scale 0 (bytes alone at LL's 141 GB/s cap), 110 us at 10. On-device rates (HBM,
+        ``ramp_half_bytes`` (``h``) scales with ``latency_scale``: at 0 the ramp is gone. ``h``
+        is held under ``bandwidth_scale``, so ``h/B`` shrinks with faster links (growing ``h``
+        with ``B`` instead, as a bandwidth-delay product would, lets the unscaled reduction
+        kernel, which climbs with the same ramp, slow a reduce-scatter down as links get faster).
+
+        Worked example, dgx-h100, all-gather of 4 KiB per GPU over 8 GPUs:
+        11.03 us at scale 1 (LL: 6.6 us base + 7 steps of 0.6 us + 0.23 us of bytes at LL's
+        141 GB/s cap), 108.23 us at latency_scale 10 (LL, 66 + 42 + 0.23), 0.08 us at 0 (bytes
+        alone: Simple at the NVLink rate, now that no latency favours LL). On-device rates (HBM,
         the reduction rates) are not interconnect and stay; so do calibrated local-kind
         bandwidths (they replace HBM's). The NCCL protocol model stays on at latency_scale 0
         (``has_protocols``), so the tuner still picks among LL / LL128 / Simple by bandwidth."""

@@ -140,3 +140,80 @@ def test_with_scale_scales_each_field_by_its_knob():
     for k, kp in c.overrides:
         if k in ("copy", "dyn_slice") and kp.bandwidth_Bps:
             assert cs.kind_params(k).bandwidth_Bps == kp.bandwidth_Bps
+
+
+# -- the Sweeps page's what-if chart follows the latency knob on a GPU machine ---------------
+LATENCY_SWEEP = """\
+name: latency-whatif
+description: one case on dgx-h100, two planners, the latency knob alone
+cases:
+  - {name: small-transpose, mesh: "x=2,y=4", src: "[64{x}, 64{y}]", dst: "[64{y}, 64{x}]", dtype: float32}
+machines: [dgx-h100]
+planners: [auto, normal]
+whatif:
+  latency_scale: [0.1, 1.0, 10.0]
+runner:
+  workers: 1
+  timeout_s: 120
+"""
+
+
+def test_whatif_figure_puts_either_knob_on_its_x_axis():
+    import pandas as pd
+
+    from ui import figures
+
+    rows = [{"status": "ok", "case": "c", "machine": "dgx-h100:1", "planner": p, "bandwidth_scale": bw,
+             "latency_scale": lat, "time_s": f * (lat + 1.0) / bw}
+            for p, f in (("auto", 1.0), ("normal", 2.0)) for bw in (1.0, 2.0) for lat in (0.1, 1.0, 10.0)]
+    df = pd.DataFrame(rows)
+    fig = figures.whatif_figure(df, x="latency_scale")
+    assert fig.layout.xaxis.title.text.startswith("latency scale") and "vs latency" in fig.layout.title.text
+    assert len(fig.data) == 4                         # planner x bandwidth: a line never joins two bandwidths
+    for tr in fig.data:
+        g = tr.meta["group"]
+        part = df[(df["planner"] == g["planner"]) & (df["bandwidth_scale"].astype(str) == g["bandwidth_scale"])]
+        part = part.sort_values("latency_scale")
+        assert list(tr.x) == list(part["latency_scale"]) and list(tr.customdata) == list(part["time_s"])
+        assert "latency x%{x}" in tr.hovertemplate
+    assert figures.whatif_figure(df[df["latency_scale"] == 1.0]).layout.title.text.split("<br>")[0].endswith(
+        "vs link bandwidth")
+
+
+def test_sweeps_page_charts_a_latency_sweep_on_a_gpu_machine(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("APP_RESULTS_ROOT", str(tmp_path))
+    (tmp_path / "lat.yaml").write_text(LATENCY_SWEEP)
+    subprocess.run([sys.executable, "-m", "experiments", "run", str(tmp_path / "lat.yaml"), "--out",
+                    str(tmp_path / "out"), "--no-progress", "--json"], cwd=root, check=True, timeout=600,
+                   capture_output=True)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "rows.jsonl").read_text().splitlines() if line]
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=300).run()
+    at.switch_page("ui/pages/sweeps.py").run()
+    at.text_input(key="sweeps_dir").set_value(str(tmp_path / "out")).run()
+    at.session_state["sweeps_view"] = "What if"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 1
+    fig = charts[0]
+    assert fig["layout"]["title"]["text"].startswith("What if: simulated time of case small-transpose vs latency")
+    assert len(fig["data"]) == 2
+    for tr in fig["data"]:
+        planner = tr["name"].split(" on ")[0]
+        mine = sorted((r["latency_scale"], r["time_s"]) for r in rows if r["planner"] == planner)
+        assert list(tr["x"]) == [x for x, _ in mine] and list(tr["customdata"]) == [t for _, t in mine]
+        t = tr["customdata"]
+        # every latency of the GPU profile scales: 10x the latency is at least 5x the time here
+        assert t[0] < t[1] < t[2] and t[2] > 5 * t[1], tr["name"]
+    st.cache_data.clear()
