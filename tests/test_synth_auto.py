@@ -271,3 +271,41 @@ def test_a_permute_heavy_case_stays_within_its_work_budget(monkeypatch, mesh, sr
     # twice: the same plan (work, not time, decides where it stops)
     q = _plan(mesh, src, dst, budget_moves=DEFAULT_BUDGET_MOVES, budget_s=3600.0)
     assert q.steps == p.steps and q.search["moves"] == p.search["moves"]
+
+
+def test_one_collective_seed_finds_xlas_two_collective_plan_on_a_small_budget(monkeypatch):
+    """autoparallel-462's shape (``dp=16,tp=8``, a transpose of the two splits): XLA's plan is
+    an all-to-all of dp's minor factor then one permute. The seed (locals, one collective,
+    locals, one permute) finds it within 300 moves; without the seed the budget runs out on a
+    3-collective plan."""
+    from synth.planners import auto
+
+    args = ("dp=16,tp=8", "[64{dp}, 128{tp}]", "[64{tp}, 128{dp}]")
+    p = synthesize(*args, budget_moves=300, itemsize=2)
+    check_plan_exact(p)
+    assert p.num_collectives == 2 and p.search["status"] == "best found within the work budget"
+    assert p.search["time_s"] == pytest.approx(
+        _plan(*args, itemsize=2).search["time_s"], rel=1e-12)  # the optimum the full search proves
+    monkeypatch.setattr(auto, "SEED_MOVES", 0)
+    q = synthesize(*args, budget_moves=300, itemsize=2)
+    check_plan_exact(q)
+    assert q.num_collectives == 3 and q.search["time_s"] > p.search["time_s"]
+
+
+def test_one_collective_seed_finds_slices_then_one_permute():
+    """random-0-001's shape: XLA slices locally, then one permute; the seed's local closure
+    (slices the target's splits divide) then a permute finds that plan."""
+    from synth.planners.astar import Budget
+    from synth.planners.auto import _one_collective_incumbent
+    from synth.planners.moves import Space, work_mesh
+    from synth.planners.normal import MAX_FUSED_GROUP
+    from synth.types import refine_type
+
+    mesh, src, dst = Mesh.parse("x=4,y=2,z=8"), parse_type("[16, 16{x}, 8, 8]"), parse_type("[16, 16{z}, 8{y,x}, 8]")
+    w = work_mesh(mesh, [src, dst])
+    sp = Space(w, refine_type(src, w), refine_type(dst, w), 2, DefaultCost(), MAX_FUSED_GROUP)
+    f = _one_collective_incumbent(sp, Budget(10_000, 1e18), max(sp.shard(sp.S0), sp.shard(sp.T)), src, dst, 2,
+                                  DefaultCost())
+    check_plan_exact(f.plan)
+    assert f.plan.num_collectives == 1 and f.cost == tuple(schedule_cost(f.plan, DefaultCost()))
+    assert f.plan.max_shard_bytes <= f.plan.bound_bytes

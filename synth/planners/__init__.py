@@ -46,7 +46,7 @@ What "optimal" means
 ``optimal``: no plan built from these moves, with every type within the memory cap
 (the bound ``max(src, dst)``, or the proven least largest shard where no bounded plan
 exists), costs less under the stated cost model than ``search["optimum_s"]``; the plan
-returned costs at most :data:`~synth.planners.cost.TIE_TOLERANCE` (2%) more, where that
+returned costs at most :data:`~synth.planners.cost.TIE_TOLERANCE` (1%) more, where that
 buys less peak memory, fewer collectives or fewer bytes. The lower bound printed with a
 plan bounds every plan, whatever its moves (:func:`lower_bound_s`). The search is
 budgeted in moves examined (:data:`DEFAULT_BUDGET_MOVES`), so the answer does not depend

@@ -43,7 +43,7 @@ from synth.planners.cost import (
     lower_bound_s,
     schedule_cost,
 )
-from synth.planners.moves import Space, work_mesh
+from synth.planners.moves import MOVES, Space, work_mesh
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
 
@@ -172,6 +172,156 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
     try:
         p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
     except RedistributionError:  # cannot happen (every move obeys its type rule); no incumbent then
+        return None
+    if p.max_shard_bytes > cap * itemsize:
+        return None
+    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
+    f.plan = p
+    return f
+
+
+#: Moves the one-collective seed may examine (:func:`_one_collective_incumbent`).
+SEED_MOVES = 2000
+#: Complete candidates the seed costs (in the order found: fewer local steps first).
+SEED_CANDIDATES = 48
+#: Permute targets the seed tries first (types from which gathers and slices finish).
+SEED_PERMUTES = 16
+_LOCAL_MOVES = ("dyn_slice", "unreduce", "sharded_to_unreduced")
+
+
+def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):
+    """The cheapest plan of the shape XLA's partitioner emits most often, found without
+    costing the moves that do not finish: local steps, at most one collective (any move of
+    the full set: a fused multi-dim collective, an all-to-all of a sub-axis, ...), local
+    steps, then at most one permute to the target (where the types have the target's
+    splits and pending sums); or a permute first, to a type from which gathers and slices
+    reach the target, then those. Every state within ``cap``; each of the two stages
+    examines at most :data:`SEED_MOVES` moves and a quarter of the budget left, and at most
+    :data:`SEED_CANDIDATES` complete plans are costed. Like the greedy pass it only
+    seeds the exact phases with an upper bound.
+
+    Example (``autoparallel-462-llama8b-128``, ``dp=16,tp=8``, ``[4096{dp}, 14336{tp}] ->
+    [4096{tp}, 14336{dp}]``): the all-to-all of dp's minor factor of 2 into dim 1 gives
+    ``[4096{dp:(1)8}, 14336{tp,dp:(8)2}]``, whose splits (8, 16) are the target's, so one
+    permute finishes: 2 collectives, XLA's plan, where the work budget of a 128-device
+    machine's cost ran out on a 3-collective plan. On ``random-0-001`` the seed is two
+    local slices then one permute."""
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
+    sp.tick = budget.tick
+    T_splits = sp.info(sp.T[0])[0]
+    local_gens = [MOVES[k] for k in _LOCAL_MOVES]
+    other_gens = [g for k, g in MOVES.items() if k not in _LOCAL_MOVES]
+    gather_gens = [MOVES[k] for k in ("all_gather", "multi_all_gather", "dyn_slice")]
+    # node: (state id, phase); phase 0: no collective yet, 1: one collective done
+    parent = {(s0, 0): None}
+    done = []
+
+    def finish(node):
+        i = node[0]
+        if i == t:
+            done.append((node, None))
+        elif node[1] < 2:  # phase 2 began with a permute: no second one
+            st_ = sp.states[i]
+            if st_[1] == sp.T[1] and sp.info(st_[0])[0] == T_splits:
+                done.append((node, (("all_permute", sp.T),)))
+
+    def expand(node, gens, phase_to):
+        """Successors of ``node`` by ``gens`` within ``cap``, new ones only."""
+        state = sp.states[node[0]]
+        sp._cur = (state[0], sp.info(state[0]))
+        out = []
+        for gen in gens:
+            for steps, s2 in gen(sp, state, True):
+                budget.tick(1)
+                if steps[0][0] == "permute_class":
+                    continue
+                j = sp.intern(s2)
+                if sp.shards[j] > cap or (j, phase_to) in parent:
+                    continue
+                if steps[0][0] == "dyn_slice" and any(
+                        t_k % k for t_k, k in zip(T_splits, sp.infos[j][0])):
+                    continue  # a slice the target's splits do not divide: no permute finishes
+                parent[(j, phase_to)] = (node, steps)
+                out.append((j, phase_to))
+        return out
+
+    def closure(nodes):
+        """``nodes`` and every state reached from them by local steps (breadth first)."""
+        seen, level = list(nodes), list(nodes)
+        while level and len(done) < SEED_CANDIDATES:
+            nxt = []
+            for node in level:
+                nxt += expand(node, local_gens, node[1])
+            for node in nxt:
+                finish(node)
+            seen += nxt
+            level = nxt
+        return seen
+
+    def share():
+        """Moves one stage may examine: SEED_MOVES, and at most a quarter of what is left
+        (the two stages never take more than half of the budget)."""
+        return min(SEED_MOVES, max(0, (budget.limit - budget.used) // 4))
+
+    with budget.probe(share()):
+        # a permute first, to a type from which gathers and slices reach the target (XLA's
+        # plan for random-0-007: a permute, then the gathers), then those gathers and slices
+        state0 = sp.states[s0]
+        starts = []
+        for d2 in sp.goal_adjacent(sp.info(state0[0])[0], state0[1])[:SEED_PERMUTES]:
+            if d2 == state0[0] or len(done) >= SEED_CANDIDATES:
+                continue
+            j = sp.intern((d2, state0[1]))
+            if (j, 2) not in parent:
+                parent[(j, 2)] = ((s0, 0), (("all_permute", (d2, state0[1])),))
+                starts.append((j, 2))
+                finish((j, 2))
+        level = starts
+        while level and len(done) < SEED_CANDIDATES:
+            nxt = []
+            for node in level:
+                nxt += expand(node, gather_gens, 2)
+            for node in nxt:
+                finish(node)
+            level = nxt
+    finish((s0, 0))
+    with budget.probe(share()):
+        phase0 = closure([(s0, 0)])
+        for node in phase0:
+            if len(done) >= SEED_CANDIDATES:
+                break
+            new = expand(node, other_gens, 1)
+            for n2 in new:
+                finish(n2)
+            closure(new)
+    if not done:
+        return None
+    best = None
+    for node, tail in done[:SEED_CANDIDATES]:
+        path = [] if tail is None else [(tail, sp.T)]
+        while parent[node] is not None:
+            prev_node, steps = parent[node]
+            path.append((steps, sp.states[node[0]]))
+            node = prev_node
+        path.reverse()
+        if not path:
+            continue
+        # rank by the steps' own costs (memoised per step, as the search costs them); the
+        # winner is costed as a plan
+        c, prev = (0.0, 0, 0), sp.S0
+        for steps, s2 in path:
+            for st in steps:
+                nxt = s2 if st is steps[-1] else st[1]
+                x = sp.step_cost(st, prev, nxt)
+                c = (c[0] + x[0], c[1] + x[1], c[2] + x[2])
+                prev = nxt
+        if best is None or (c[0], c[2], c[1]) < (best[0][0], best[0][2], best[0][1]):
+            best = (c, tuple(st for steps, _ in path for st in steps))
+    if best is None:
+        return None
+    try:
+        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, best[1], itemsize)
+    except RedistributionError:  # cannot happen (every move obeys its type rule)
         return None
     if p.max_shard_bytes > cap * itemsize:
         return None
@@ -322,6 +472,10 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         inc = _normal_incumbent(mesh, src, dst, itemsize, cost, bound)
         st.found = inc  # kept if the budget runs out in the greedy pass
         greedy = None
+        if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # XLA's shape of plan, over every factor
+            seed = _one_collective_incumbent(sp2 or sp1, budget, cap, src, dst, itemsize, cost)
+            if seed is not None and (inc is None or seed.cost < inc.cost):
+                inc = st.found = seed
         if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # the paper's plan may be beaten
             greedy = _greedy_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
         if greedy is not None and (inc is None or greedy.cost < inc.cost):

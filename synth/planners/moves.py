@@ -140,6 +140,7 @@ class Space:
             for k in ax:
                 self.t_used |= 1 << k
         self._info: dict = {}
+        self._types: dict = {}
         self._cost: dict = {}
         self._class: dict = {}
         self._goal_adj: dict = {}
@@ -158,6 +159,8 @@ class Space:
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
         self._prods: dict = {}
+        self._t_shard = self.info(self.T[0])[2]
+        self._t_regions = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -177,10 +180,14 @@ class Space:
         return dims, tuple(sorted(idx[a] for a in t.unreduced if a in idx))
 
     def to_type(self, state) -> ArrayType:
-        dims, U = state
-        nm = self.names
-        return ArrayType(tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
-                         tuple(nm[k] for k in U) + self.kept_unit)
+        t = self._types.get(state)  # memoised: a state is costed as the source of many moves
+        if t is None:
+            dims, U = state
+            nm = self.names
+            t = self._types[state] = ArrayType(
+                tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
+                tuple(nm[k] for k in U) + self.kept_unit)
+        return t
 
     def info(self, dims):
         """``(splits, local shape, shard elements, bitmask of used axes)`` of ``dims``."""
@@ -255,7 +262,12 @@ class Space:
                     t = sum(op_time(self.cost, op) for op in ops if not op.is_local)
                 else:
                     t = sum(op_time(self.cost, op) for op in ops)
-                recv = 0 if col.local else int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
+                if col.local:
+                    recv = 0
+                elif step[0] == "all_permute":  # not a no-op: a device that moves gets its whole shard
+                    recv = ta.shard_elems(mesh) * self.itemsize
+                else:
+                    recv = int(col.recv_elems(ta, tb, mesh).max()) * self.itemsize
                 c = (t, recv, 0 if col.local else 1)
             self._cost[key] = c
         return c
@@ -441,8 +453,11 @@ class Space:
         if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
             return False
         s0, e0 = self.to_type(state).regions(self.mesh)
-        s1, e1 = self.to_type(self.T).regions(self.mesh)
-        empty = ~(e1 > s1).all(axis=1)
+        tr = self._t_regions
+        if tr is None:  # the target's blocks and which are empty: once per problem
+            s1, e1 = self.to_type(self.T).regions(self.mesh)
+            tr = self._t_regions = (s1, e1, ~(e1 > s1).all(axis=1))
+        s1, e1, empty = tr
         inside = ((s0 <= s1) & (e1 <= e0)).all(axis=1)
         return bool((empty | inside).all())
 
@@ -480,6 +495,33 @@ class Space:
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
+
+    def deficit_bytes(self, shard: int) -> int:
+        """Bytes device 0 must still receive from any state of ``shard`` elements, when
+        no sums are pending in the target: its target block is the whole local shape
+        (block 0 of every dim is never short, uneven dims included), it holds at most
+        ``shard`` elements of it, and each other element must arrive (no local op makes
+        a final value). Example: ``[10{x}] -> [10]`` on ``x=5``: 10 - 2 = 8 elements.
+        0 where the target leaves sums pending (Unreduce and ShardedToUnreduced fill
+        partial values locally)."""
+        if self.T[1]:
+            return 0
+        tsh = self._t_shard
+        return (tsh - shard) * self.itemsize if tsh > shard else 0
+
+    def h_class(self, state):
+        """Admissible bound on the rest of the way from *every* member of ``state``'s
+        permute class (the types with its splits and pending sums), without enumerating
+        them: a member holds ``shard`` elements, so where device 0 lacks
+        :meth:`deficit_bytes` > 0 of its target block no member reaches the target by
+        local steps (one more communicating op at least, receiving that much); else 0.
+        Example, ``[1920{z,x,y,v,w}] -> [1920{w,v}]`` (1920 devices): a member holds 2
+        elements of the 48 of its target block, so every member needs one collective
+        receiving 46 elements more: the class entry's key is the permute plus that."""
+        m = self.deficit_bytes(self.shard(state))
+        if m <= 0:
+            return _ZERO3
+        return (max(self.floor, self.bytes_lb(m)), m, 1)
 
     def _overlap_dev(self, i, axes):
         """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
@@ -667,6 +709,7 @@ class Space:
         fast = self.fast
         ab = self._ab_i
         self._cur = (state[0], ia)
+        perm = None  # the cost of a permute that keeps the splits (the source's shard)
         for gen in MOVES.values():
             for steps, s2 in gen(self, state, full):
                 kind = steps[0][0]
@@ -682,6 +725,17 @@ class Space:
                 if len(steps) > 1:
                     if live < two:
                         live = two
+                    if fast and len(steps) == 2 and kind == "all_permute":
+                        # a reordering permute, then the gather / all-to-all it enables: the
+                        # permute keeps the splits, so the middle type's info is ``ia``'s
+                        # (no lookup) and the permute costs the source's shard
+                        x = ab(last, ia, ib)
+                        if x is not None:
+                            if perm is None:
+                                perm = ab(steps[0], ia, ia)
+                            v.append((steps, j, ib[2], (perm[0] + x[0], perm[1] + x[1], perm[2] + x[2]),
+                                      live))
+                            continue
                 elif kind == "dyn_slice":
                     v.append((steps, j, ib[2], None, live))
                     continue
