@@ -8,8 +8,14 @@ from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
-from ui.texts import (BANDWIDTH_NOTE, OPS_BANDWIDTH_COLUMNS, OPS_TIME_COLUMNS, lower_bound_help, model_error_text,
-                      ops_frame)
+from ui.texts import (
+    BANDWIDTH_NOTE,
+    OPS_BANDWIDTH_COLUMNS,
+    OPS_TIME_COLUMNS,
+    lower_bound_help,
+    model_error_text,
+    ops_frame,
+)
 
 PLACEMENT_HELP = (
     "Which chip each mesh device runs on. Empty or 'row-major': device d on chip d. "
