@@ -398,9 +398,10 @@ def _plan_switched(op, machine, topo, chips, forced):
                 lat_s = (steps_in + steps_net) * hop_in
             else:
                 lat_s = steps_in * hop + steps_net * (hop + nic_lat)
-            if algo in ("nvls", "nvls_tree") and machine.nvls_latency_s > 0:
+            if algo in ("nvls", "nvls_tree") and machine.nvls_latency_s > 0 and hop is not None:
                 # NCCL's tuner: NVLS costs hwLat[NVLINK][NVLS] in the node, whole (no base, no
-                # per-step term), plus the tree's network steps for NVLS tree
+                # per-step term), plus the tree's network steps for NVLS tree (a protocol-model
+                # figure: a profile without protocol latencies keeps alpha + link steps)
                 base, lat_s = machine.nvls_latency_s, steps_net * (hop + nic_lat)
             t = base + lat_s + max(xfer0 / (frac * ramp), reduce_s)
             if best is None or t < best[0]:

@@ -102,6 +102,16 @@ _OPTIONAL = {
 #: NCCL protocols: name -> fraction of the link bandwidth the protocol's wire format leaves for
 #: data (LL: 4 B flag per 4 B data; LL128: 8 B flag per 128 B line; Simple: none).
 PROTOCOLS = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
+#: What-if scaling (HardwareProfile.with_scale): fields times latency_scale ...
+SCALED_LATENCIES = ("link_latency_s", "nic_latency_s", "launch_overhead_s", "a2a_latency_s",
+                    "ll_base_latency_s", "ll128_base_latency_s", "simple_base_latency_s",
+                    "ll_hop_latency_s", "ll128_hop_latency_s", "simple_hop_latency_s",
+                    "tree_simple_hop_latency_s", "nvls_latency_s")
+#: ... fields times bandwidth_scale (the interconnect: links, NICs, host bus, NCCL's caps) ...
+SCALED_BANDWIDTHS = ("link_bandwidth_Bps", "nic_bandwidth_Bps", "bus_bandwidth_Bps",
+                     "ll_max_bandwidth_Bps", "nvls_tree_busbw_2node_Bps", "nvls_tree_busbw_Bps")
+#: ... and on-device rates that stay (memory and the reduction kernels, not the interconnect).
+UNSCALED_RATES = ("hbm_bandwidth_Bps", "reduce_bandwidth_Bps", "reduce_input_bandwidth_Bps")
 _SIZE_RE = re.compile(r"^\d+(x\d+)*$")
 
 
@@ -173,6 +183,7 @@ class HardwareProfile:
     ll128: int = 1
     tree_simple_hop_latency_s: float = 0.0
     nvls_latency_s: float = 0.0
+    protocol_model: bool = False          # NCCL protocols kept by with_scale at zero latency
     overrides: tuple[tuple[str, KindParams], ...] = ()
     algorithms: tuple[tuple[str, str], ...] = ()
     description: str = field(default="", compare=False, repr=False)
@@ -219,8 +230,10 @@ class HardwareProfile:
 
     @property
     def has_protocols(self) -> bool:
-        """Whether the profile gives NCCL's protocol latencies (LL / LL128 / Simple)."""
-        return self.simple_base_latency_s > 0
+        """Whether NCCL's protocols (LL / LL128 / Simple) are modelled: the profile gives their
+        latencies (``simple_base_latency_s > 0``), or was scaled from one that did
+        (``with_scale(latency_scale=0)`` keeps the protocols, at zero latency)."""
+        return self.protocol_model or self.simple_base_latency_s > 0
 
     def protocol_latency_s(self, proto: str) -> tuple[float, float]:
         """(fixed latency, latency per step within a node) of NCCL protocol ``proto``."""
@@ -345,9 +358,25 @@ class HardwareProfile:
 
     # -- what-if knobs --------------------------------------------------------------
     def with_scale(self, bandwidth_scale: float = 1.0, latency_scale: float = 1.0) -> HardwareProfile:
-        """A new profile whose link/NIC/bus bandwidths are multiplied by
-        ``bandwidth_scale`` and whose per-hop latencies and launch overheads are
-        multiplied by ``latency_scale`` (HBM bandwidth is left alone)."""
+        """A new profile for a what-if: every interconnect bandwidth times ``bandwidth_scale``,
+        every fixed and per-step latency times ``latency_scale``.
+
+        Which field scales how is stated once, in :data:`SCALED_LATENCIES`,
+        :data:`SCALED_BANDWIDTHS` and :data:`UNSCALED_RATES` (a test fails if a ``_s`` or
+        ``_Bps`` field is in none of them). The bandwidth ramp is a fixed cost in disguise (with
+        ``ramp_size_exponent`` 1 a collective of ``S`` bytes costs ``S/B + h/B``), so
+        ``ramp_half_bytes`` (``h``) scales with ``latency_scale``: at 0 the ramp is gone. ``h``
+        is held under ``bandwidth_scale``, so ``h/B`` shrinks with faster links (growing ``h``
+        with ``B`` instead, as a bandwidth-delay product would, lets the unscaled reduction
+        kernel, which climbs with the same ramp, slow a reduce-scatter down as links get faster).
+
+        Worked example, dgx-h100, all-gather of 4 KiB per GPU over 8 GPUs:
+        11.03 us at scale 1 (LL: 6.6 us base + 7 steps of 0.6 us + 0.23 us of bytes at LL's
+        141 GB/s cap), 108.23 us at latency_scale 10 (LL, 66 + 42 + 0.23), 0.08 us at 0 (bytes
+        alone: Simple at the NVLink rate, now that no latency favours LL). On-device rates (HBM,
+        the reduction rates) are not interconnect and stay; so do calibrated local-kind
+        bandwidths (they replace HBM's). The NCCL protocol model stays on at latency_scale 0
+        (``has_protocols``), so the tuner still picks among LL / LL128 / Simple by bandwidth."""
         def _num(v):
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -358,21 +387,17 @@ class HardwareProfile:
                 f"{bandwidth_scale}, {latency_scale}")
         b, a = float(bandwidth_scale), float(latency_scale)
 
-        def kp(p: KindParams) -> KindParams:
+        def kp(kind: str, p: KindParams) -> KindParams:
+            local = kind in ("dyn_slice", "copy")       # its bandwidth_Bps replaces HBM's: not scaled
             return KindParams(None if p.alpha_s is None else p.alpha_s * a,
-                              None if p.bandwidth_Bps is None else p.bandwidth_Bps * b,
+                              p.bandwidth_Bps if p.bandwidth_Bps is None or local else p.bandwidth_Bps * b,
                               None if p.latency_s is None else p.latency_s * a)
 
-        return replace(
-            self,
-            link_bandwidth_Bps=self.link_bandwidth_Bps * b,
-            nic_bandwidth_Bps=self.nic_bandwidth_Bps * b,
-            bus_bandwidth_Bps=self.bus_bandwidth_Bps * b,
-            link_latency_s=self.link_latency_s * a,
-            nic_latency_s=self.nic_latency_s * a,
-            launch_overhead_s=self.launch_overhead_s * a,
-            overrides=tuple((k, kp(v)) for k, v in self.overrides),
-        )
+        changes = {f: getattr(self, f) * a for f in SCALED_LATENCIES}
+        changes.update({f: getattr(self, f) * b for f in SCALED_BANDWIDTHS})
+        changes["ramp_half_bytes"] = self.ramp_half_bytes * a
+        return replace(self, **changes, protocol_model=self.has_protocols,
+                       overrides=tuple((k, kp(k, v)) for k, v in self.overrides))
 
     def with_overrides(self, **kinds: KindParams) -> HardwareProfile:
         d = dict(self.overrides)

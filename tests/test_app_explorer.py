@@ -492,6 +492,8 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
     _ok(at)
     btn = [b for b in at.download_button if b.key == "sim_chrome_trace"]
     assert btn
+    # sent when clicked (deferred), not with the page: the browser does not fetch it on every visit
+    assert btn[0].proto.HasField("deferred_file_id") and not btn[0].proto.url
     _plan, res = _small_sim()
     view = work.simulate_view(res.schedule.to_json(), SMALL_MESH, "tpu-v4", "2x2x2")
     _check_trace_matches(json.loads(view["chrome_trace"]), res)

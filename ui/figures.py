@@ -698,8 +698,12 @@ def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
 
 
 #: Columns that identify a row of a sweep apart from its what-if knobs.
-SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src", "dst", "latency_scale",
-              "itemsize", "itemsize_knob", "dtype", "strategy")
+SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src", "dst", "bandwidth_scale",
+              "latency_scale", "itemsize", "itemsize_knob", "dtype", "strategy")
+#: what-if knobs the what-if chart can put on its x axis -> (axis title, hover word, title words)
+WHATIF_KNOBS = {"bandwidth_scale": ("link bandwidth scale (x the profile's)", "bandwidth", "link bandwidth"),
+                "latency_scale": ("latency scale (x the profile's: every fixed and per-step latency)", "latency",
+                                  "latency")}
 
 
 def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None = None,
@@ -735,7 +739,9 @@ def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figur
     column that is not on the x axis (so a line never joins two machines or two
     planners), coloured by planner, dashed per machine; the page passes one case at a
     time so a reader can follow it. Times are drawn in adaptive units (``meta`` keeps the
-    divisor; the traces' ``customdata`` holds the seconds)."""
+    divisor; the traces' ``customdata`` holds the seconds). ``x`` is a key of
+    :data:`WHATIF_KNOBS`; the other knob, where it varies, splits lines like any other column."""
+    axis_title, hover_word, title_words = WHATIF_KNOBS[x]
     keys = [k for k in SWEEP_KEYS if k in df.columns and k != x and df[k].nunique(dropna=False) > 1]
     fig = go.Figure()
     planners = sorted(str(p) for p in df["planner"].dropna().unique()) if "planner" in df else []
@@ -758,8 +764,8 @@ def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figur
                         mode="lines+markers", name=name, line=dict(color=color.get(planner, "#4C78A8"),
                                                                     dash=dash.get(machine, "solid")),
                         meta={"group": g},
-                        hovertemplate=name + "<br>bandwidth x%{x}<br>%{y:.4~g} " + unit + "<extra></extra>")
-    fig.update_xaxes(type="log", title="link bandwidth scale (x the profile's)")
+                        hovertemplate=name + "<br>" + hover_word + " x%{x}<br>%{y:.4~g} " + unit + "<extra></extra>")
+    fig.update_xaxes(type="log", title=axis_title)
     ys = [float(v) / div for v in df[y].dropna() if float(v) > 0]
     if ys:
         tv, _ = _log_ticks(min(ys), max(ys), None, str)
@@ -770,7 +776,7 @@ def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figur
     fig.update_yaxes(type="log", title=f"simulated time ({unit})")
     cases = sorted(str(c) for c in df["case"].dropna().unique()) if "case" in df else []
     what = f"case {cases[0]}" if len(cases) == 1 else f"{len(cases)} cases"
-    fig.update_layout(title=f"What if: simulated time of {what} vs link bandwidth<br><sup>one line per planner "
+    fig.update_layout(title=f"What if: simulated time of {what} vs {title_words}<br><sup>one line per planner "
                             "(colour) and machine (dash)</sup>", height=420, margin=dict(l=60, r=20, t=70, b=40),
                       meta={"divisor": div, "unit": unit})
     return fig

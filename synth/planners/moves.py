@@ -1011,6 +1011,8 @@ def _permute_moves(sp: Space, state, full):
     splits = sp.info(dims)[0]
     if sp.relabel:
         yield from _relabel_moves(sp, state)
+        if full:
+            yield from _other_split_moves(sp, state)
     if U:
         yield from _pending_swap_moves(sp, state)
     if full:  # one class entry; the engine enumerates the members when it pops it
@@ -1052,27 +1054,36 @@ def _relabel_moves(sp: Space, state):
             if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
                 d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
                 yield (("all_permute", (d2, U)),), (d2, U)
-    yield from _other_split_moves(sp, state)
+
+
+#: Permutes of :func:`_other_split_moves` tried from one state, at most (the first in dim
+#: order): a bound on the branching they add to the search's work budget.
+MAX_OTHER_SPLITS = 16
 
 
 def _other_split_moves(sp: Space, state):
     """AllPermute to the goal-adjacent types (:meth:`Space.goal_adjacent`: a prefix of every
-    target dim, then other factors) of *other* splits with the same local shape (uneven
-    problems only). Example, ``x=3,y=2,z=2``: ``[6{y,z}] -> [6{z,y,x}]`` (bound: 2 elements a
+    target dim, then other factors) where one dim of ``N`` elements and local size ``L`` goes
+    to the fewest blocks that hold it, ``ceil(N / L)``, from more (the blocks dropped are
+    empty), with the same local shape (uneven problems only, the full pass; at most
+    :data:`MAX_OTHER_SPLITS` a state). Example, ``x=3,y=2,z=2``: ``[6{y,z}] -> [6{z,y,x}]`` (bound: 2 elements a
     device): ``[6{y,z}]`` (4 blocks of 2) permutes to ``[6{x}]`` (3 blocks of 2), slices
     ``y`` and permutes to the target, within the bound, where the one-factor relabels cannot
     leave ``[6{y,z}]`` and the plan gathered the whole array (3x the bound)."""
     dims, U = state
     splits, loc, _, _ = sp.info(dims)
-    per = []
+    count = 0
+    prods = sp.split_products(U)
     for i, n in enumerate(sp.shape):
-        per.append([p for p in sp.split_products(U) if -(-n // p) == loc[i]])
-    for s2 in itertools.product(*per):
-        if s2 == splits:
+        p = -(-n // loc[i])  # the fewest blocks of this local size that hold the dim
+        if p >= splits[i] or p not in prods or -(-n // p) != loc[i]:
             continue
-        for d2 in sp.goal_adjacent(s2, U):
+        for d2 in sp.goal_adjacent(splits[:i] + (p,) + splits[i + 1:], U):
             if d2 != dims:
                 yield (("all_permute", (d2, U)),), (d2, U)
+                count += 1
+                if count >= MAX_OTHER_SPLITS:
+                    return
 
 
 def _pending_swap_moves(sp: Space, state):

@@ -8,8 +8,14 @@ from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
-from ui.texts import (BANDWIDTH_NOTE, OPS_BANDWIDTH_COLUMNS, OPS_TIME_COLUMNS, lower_bound_help, model_error_text,
-                      ops_frame)
+from ui.texts import (
+    BANDWIDTH_NOTE,
+    OPS_BANDWIDTH_COLUMNS,
+    OPS_TIME_COLUMNS,
+    lower_bound_help,
+    model_error_text,
+    ops_frame,
+)
 
 PLACEMENT_HELP = (
     "Which chip each mesh device runs on. Empty or 'row-major': device d on chip d. "
@@ -72,7 +78,10 @@ def main():
     show_summary(sm, machines.model_error(sm["machine_spec"]))
 
     figs = view["figures"]
-    st.download_button("Download Chrome trace (Perfetto)", data=view["chrome_trace"],
+    trace = view["chrome_trace"]
+    # deferred (a callable): the file is sent when clicked, not with the page (megabytes the
+    # browser would otherwise fetch on every visit to this page)
+    st.download_button("Download Chrome trace (Perfetto)", data=lambda: trace,
                        file_name="simulation.trace.json", mime="application/json", key="sim_chrome_trace",
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
                             "One track per device and per busy link; op names, bytes and algorithm as args.")

@@ -120,17 +120,28 @@ def _charts(ok) -> None:
             tab.info("No baseline row of this selection records its peak live bytes.")
     tab = tabs["What if"]
     if tab.open:
-        scaled = ok[ok["bandwidth_scale"].fillna(1.0) != 1.0] if "bandwidth_scale" in ok else ok.iloc[:0]
+        knobs = [k for k in figures.WHATIF_KNOBS if k in ok and (ok[k].fillna(1.0) != 1.0).any()]
+        if len(knobs) > 1:
+            knob = tab.radio("What-if knob", knobs, key="sweeps_whatif_knob", horizontal=True,
+                             format_func=lambda k: figures.WHATIF_KNOBS[k][2],
+                             help="The knob on the x axis; rows where the other knob is scaled are left out.")
+        else:
+            knob = knobs[0] if knobs else None
+        scaled = ok[ok[knob].fillna(1.0) != 1.0] if knob else ok.iloc[:0]
         if len(scaled):
-            w = ok[ok["bandwidth_scale"].notna() & ok["time_s"].notna()]
+            w = ok[ok[knob].notna() & ok["time_s"].notna()]
+            for other in figures.WHATIF_KNOBS:
+                if other != knob and other in w:
+                    w = w[w[other].fillna(1.0) == 1.0]      # one knob at a time around the baseline
             cases = sorted(str(c) for c in scaled["case"].dropna().unique())
             if st.session_state.get("sweeps_whatif_case") not in cases:
                 st.session_state["sweeps_whatif_case"] = cases[0]
             case = tab.selectbox("What-if case", cases, key="sweeps_whatif_case",
                                  help="The what-if chart follows one case: every planner and machine it ran on.")
-            tab.plotly_chart(figures.whatif_figure(w[w["case"].astype(str) == case]), key="sweeps_whatif_chart")
+            tab.plotly_chart(figures.whatif_figure(w[w["case"].astype(str) == case], x=knob),
+                             key="sweeps_whatif_chart")
         else:
-            tab.info("This selection has no what-if rows (link bandwidth scaled).")
+            tab.info("This selection has no what-if rows (link bandwidth or latency scaled).")
 
 
 def main():
