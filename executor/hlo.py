@@ -447,6 +447,12 @@ def _walk(comps, comp: Computation, num_devices, out: list, depth=0):
         out.append((ScheduleOp(local, in_b, out_b, groups=groups, label=f"{op} %{instr.name}"), instr))
 
 
+def memory_space(shape: str) -> int:
+    """The memory space of a shape's layout (``f32[8,128]{1,0:T(8,128)S(3)}`` -> 3; 0,
+    the default device memory, when the layout names none). For a tuple, the largest."""
+    return max((int(m) for m in re.findall(r"S\((\d+)\)", shape or "")), default=0)
+
+
 def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int | None = None,
                     name: str = "xla", log: str = "") -> Schedule:
     """Parse an HLO module into a :class:`synth.Schedule` (ops in the module's order).
@@ -472,15 +478,22 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
     reasons = []
     if REMAT_LOG in (log or ""):
         reasons.append(f"XLA logged '{REMAT_LOG}'")
+    spaces = set()
     if global_bytes:
-        for op in ops:
+        for op, instr in found:
             # a collective builds a whole-array buffer on devices that started with less
             # (TPU may do it as an all-reduce of a zero-padded shard); reducing a pending
             # sum whose partials are already whole-array sized is not a rematerialization
             if not op.is_local and op.out_bytes >= global_bytes and initial < global_bytes \
                     and final < global_bytes:
+                space = memory_space(instr.shape)
+                where = ""
+                if space:  # e.g. libtpu's S(3): not one of the compiler's HBM temporaries
+                    spaces.add(space)
+                    where = (f" in memory space S({space}), which the compiler's temp bytes do not count "
+                             "(its compiled peak does)")
                 reasons.append(f"{op.label} builds the whole array ({op.out_bytes} bytes) on each "
-                               f"device; the result is {final} bytes")
+                               f"device{where}; the result is {final} bytes")
     peak = max([initial, final] + [op.in_bytes + op.out_bytes for op in ops])
     meta = {
         "initial_bytes": initial,
@@ -492,6 +505,8 @@ def hlo_to_schedule(text: str, num_devices: int | None = None, global_bytes: int
     }
     if global_bytes:
         meta["global_bytes"] = int(global_bytes)  # the whole array, for explaining a rematerialization
+    if spaces:
+        meta["full_remat_memory_space"] = max(spaces)
     return Schedule(num_devices=num_devices, ops=tuple(ops), name=name, meta=meta)
 
 

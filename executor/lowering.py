@@ -52,12 +52,17 @@ class Step:
     mesh: Mesh
     #: The plan's collectives this step does at once (empty: just ``op``); see :func:`fuse_steps`.
     fused: tuple = ()
+    #: A ``DynSlice`` of ``op``'s split dim that follows an ``AllToAll``, done on the operand
+    #: before the exchange (each device then sends only the part its peer keeps); see
+    #: :func:`_slice_first`. ``t_out`` is then the type after that slice.
+    keep: Collective | None = None
 
     @property
     def comment(self) -> str:
         if self.fused:
+            what = f"one {self.op}" + (f" sending only the {self.keep} part" if self.keep is not None else "")
             return (f"steps {self.index + 1}-{self.index + len(self.fused)}: "
-                    f"{' ; '.join(str(c) for c in self.fused)}, lowered as one {self.op}  {self.t_in} -> "
+                    f"{' ; '.join(str(c) for c in self.fused)}, lowered as {what}  {self.t_in} -> "
                     f"{self.t_out}  local {self.t_in.local_shape(self.mesh)} -> {self.t_out.local_shape(self.mesh)}")
         return (f"step {self.index + 1}: {self.op if self.op.kind != 'all_permute' else 'AllPermute'}"
                 f"  {self.t_in} -> {self.t_out}  local {self.t_in.local_shape(self.mesh)} -> "
@@ -75,7 +80,18 @@ def plan_steps(plan: Plan) -> list[Step]:
 def _fused_pair(first: Step, second: Step):
     """The one collective that does ``first`` then ``second``, or ``None``.
 
-    One pattern: ``ReduceScatter(d1, A)`` then ``AllToAll(d1 -> d0, A)`` over the same
+    Two patterns, each kept only if the merged op's type rule gives exactly the second
+    step's output type (so the data rule, and the element-by-element check of every run,
+    is the plan's).
+
+    **An all-gather whose result is sliced by the same axes along another dim** is an
+    all-to-all: ``AllGather(d, A) ; DynSlice(e, A)`` is ``AllToAll(d -> e, A)``. Example
+    (``random-0-013`` on ``dgx-h100``, ``x=2,y=2,z=2``): ``[128{y}, 64, 128{z}] ->
+    AllGather(2, z) -> [128{y}, 64, 128] -> DynSlice(0, z) -> [128{y,z}, 64, 128]``
+    gathers 2 MiB on each device and drops half of it; ``AllToAll(2->0, z)`` receives only
+    the half it keeps (0.5 MiB instead of 1 MiB, and no 2 MiB buffer).
+
+    **A reduce-scatter then the all-to-all that moves its axes:** ``ReduceScatter(d1, A)`` then ``AllToAll(d1 -> d0, A)`` over the same
     axes is ``ReduceScatter(d0, A)``. Example (``vocab-50257-embedding-grad-8``):
     ``[50257, 1024]{U:data} -> ReduceScatter(1, data) -> [50257, 1024{data}] ->
     AllToAll(1->0, data) -> [50257{data}, 1024]``; a planner takes the detour because
@@ -83,18 +99,23 @@ def _fused_pair(first: Step, second: Step):
     first transposes the whole partial sum (196 MiB) so that dim 1 is major, and keeps
     it as temp next to the scattered result (220.9 MiB of temp against XLA's 196.3 MiB).
     One reduce-scatter of the uneven dim 0 (an all-reduce in place and this device's
-    rows, :class:`_ReduceScatter`) needs no transpose. The merged op is kept only if
-    the type rule gives exactly the second step's output type, so the data rule (and the
-    element-by-element check of every run) is the plan's."""
-    from synth.collectives import AllToAll, ReduceScatter
+    rows, :class:`_ReduceScatter`) needs no transpose."""
+    from synth.collectives import AllGather, AllToAll, DynSlice, ReduceScatter
     from synth.errors import RedistributionError
 
     a, b = first.op, second.op
-    if not (isinstance(a, ReduceScatter) and isinstance(b, AllToAll)):
+    if first.keep is not None:
         return None
-    if b.src_dim != a.dim or _names(a.axis) != _names(b.axis):
+    if isinstance(a, AllGather) and isinstance(b, DynSlice):
+        if b.dim == a.dim or _names(a.axis) != _names(b.axis):
+            return None
+        op = AllToAll(a.dim, b.dim, a.axis)
+    elif isinstance(a, ReduceScatter) and isinstance(b, AllToAll):
+        if b.src_dim != a.dim or _names(a.axis) != _names(b.axis):
+            return None
+        op = ReduceScatter(b.dst_dim, a.axis)
+    else:
         return None
-    op = ReduceScatter(b.dst_dim, a.axis)
     try:
         if op.apply(first.t_in, first.mesh) != second.t_out:
             return None
@@ -103,15 +124,53 @@ def _fused_pair(first: Step, second: Step):
     return op
 
 
+def _slice_first(first: Step, second: Step) -> bool:
+    """Whether ``second``, a ``DynSlice`` of the split dim of ``first``, an ``AllToAll``,
+    can be done on the all-to-all's operand instead: each device then sends its peers
+    only the part they keep.
+
+    ``AllToAll(s -> d, A) ; DynSlice(d, B)``: after the exchange a device holds piece
+    ``a`` (its index over ``A``) of dim ``d`` and keeps sub-piece ``b`` (its index over
+    ``B``) of it. The peers of an all-to-all differ only in their ``A`` coordinates, so
+    every sender has the receiver's ``b``: it cuts each outgoing piece to sub-piece ``b``
+    first. Example (``random-0-013`` on ``dgx-h100``, after the merge above):
+    ``[128{y}, 64, 128{z}] -> AllToAll(2->0, z) -> [128{y,z}, 64, 128] -> DynSlice(0, x)
+    -> [128{y,z,x}, 64, 128]``: the local ``64 x 64 x 64`` block is cut into 2 pieces of
+    32 rows (one per ``z`` peer), each cut to its 16 rows of this device's ``x`` index,
+    and the exchange moves 0.5 MiB instead of 1 MiB into a 0.5 MiB result, with no 1 MiB
+    buffer. Only where no dim is padded (the slice is of whole, even pieces)."""
+    from synth.collectives import AllToAll, DynSlice
+
+    a, b = first.op, second.op
+    if first.keep is not None or not (isinstance(a, AllToAll) and isinstance(b, DynSlice)):
+        return False
+    if b.dim != a.dst_dim or set(_names(a.axis)) & set(_names(b.axis)):
+        return False
+    m = first.mesh
+    li, lm, lo = first.t_in.local_shape(m), first.t_out.local_shape(m), second.t_out.local_shape(m)
+    n, k = _n(first), _n(second)
+    return li[a.dst_dim] == n * lm[a.dst_dim] == n * k * lo[a.dst_dim] and lm[a.src_dim] == n * li[a.src_dim]
+
+
+def _plan_ops(st: Step) -> tuple:
+    """The plan's collectives ``st`` does: its merged ones, or its own op."""
+    return st.fused or (st.op,)
+
+
 def fuse_steps(steps: list[Step]) -> list[Step]:
     """``steps`` with every adjacent pair that :func:`_fused_pair` merges replaced by the
-    merged step (it keeps the first step's index and input type, the second's output)."""
+    merged step (it keeps the first step's index and input type, the second's output),
+    and every slice that :func:`_slice_first` moves before its all-to-all moved."""
     out: list[Step] = []
     for st in steps:
         op = _fused_pair(out[-1], st) if out else None
         if op is not None:
             prev = out.pop()
-            st = Step(prev.index, op, prev.t_in, st.t_out, st.mesh, fused=prev.fused + (prev.op,) + st.fused + (st.op,))
+            st = Step(prev.index, op, prev.t_in, st.t_out, st.mesh, fused=_plan_ops(prev) + _plan_ops(st))
+        elif out and _slice_first(out[-1], st):
+            prev = out.pop()
+            st = Step(prev.index, prev.op, prev.t_in, st.t_out, st.mesh,
+                      fused=_plan_ops(prev) + _plan_ops(st), keep=st.op)
         out.append(st)
     return out
 
@@ -268,7 +327,7 @@ def _a2a_moves(shape, split, concat, n):
     return cut, dest, tuple(out)
 
 
-def _all_to_all(block, axes, split: int, concat: int, n: int):
+def _all_to_all(block, axes, split: int, concat: int, n: int, keep=None):
     """``lax.all_to_all(block, axes, split, concat, tiled=True)``, written the way XLA
     writes its own resharding: the split dimension is cut into ``(n, rest)``, the
     exchange runs on that leading piece (split = concat axis), and the source index is
@@ -280,15 +339,27 @@ def _all_to_all(block, axes, split: int, concat: int, n: int):
     from jax import lax
 
     cut, dest, out = _a2a_moves(block.shape, split, concat, n)
-    x = lax.all_to_all(block.reshape(cut), axes, split_axis=split, concat_axis=split, tiled=True)
+    x = block.reshape(cut)
+    if keep is not None:  # (index, size): each outgoing piece cut to the sub-piece its receiver keeps
+        idx, size = keep
+        x = lax.dynamic_slice_in_dim(x, idx * size, size, axis=split + 1)
+        out = out[:split] + (size,) + out[split + 1:]
+    x = lax.all_to_all(x, axes, split_axis=split, concat_axis=split, tiled=True)
     return jnp.moveaxis(x, split, dest).reshape(out)
 
 
-def _all_to_all_src(axes, split: int, concat: int, n: int) -> list[str]:
+def _all_to_all_src(axes, split: int, concat: int, n: int, keep=None) -> list[str]:
     cut = f"block.shape[:{split}] + ({n}, block.shape[{split}] // {n}) + block.shape[{split + 1}:]"
-    return [f"_out = list(block.shape); _out[{split}] //= {n}; _out[{concat}] *= {n}",
-            f"block = lax.all_to_all(block.reshape({cut}), {axes!r}, split_axis={split}, "
-            f"concat_axis={split}, tiled=True)",
+    if keep is None:
+        return [f"_out = list(block.shape); _out[{split}] //= {n}; _out[{concat}] *= {n}",
+                f"block = lax.all_to_all(block.reshape({cut}), {axes!r}, split_axis={split}, "
+                f"concat_axis={split}, tiled=True)",
+                f"block = jnp.moveaxis(block, {split}, {concat}).reshape(_out)"]
+    idx, size = keep
+    return [f"_out = list(block.shape); _out[{split}] = {size}; _out[{concat}] *= {n}",
+            f"block = lax.dynamic_slice_in_dim(block.reshape({cut}), ({idx}) * {size}, {size}, axis={split + 1})"
+            "  # send each peer only the part it keeps",
+            f"block = lax.all_to_all(block, {axes!r}, split_axis={split}, concat_axis={split}, tiled=True)",
             f"block = jnp.moveaxis(block, {split}, {concat}).reshape(_out)"]
 
 
@@ -299,6 +370,10 @@ class _AllToAll:
     def emit(block, step: Step):
         c = step.op
         n = _n(step)
+        if step.keep is not None:  # even pieces only (_slice_first): no padding, no cut
+            size = step.t_out.local_shape(step.mesh)[c.dst_dim]
+            return _all_to_all(block, jax_axes(c.axis), c.dst_dim, c.src_dim, n,
+                               keep=(_group_index(step.mesh, step.keep.axis), size))
         block = _pad_to(block, c.dst_dim, n * step.t_out.local_shape(step.mesh)[c.dst_dim])
         out = _all_to_all(block, jax_axes(c.axis), c.dst_dim, c.src_dim, n)
         return _cut_to(out, c.src_dim, step.t_out.local_shape(step.mesh)[c.src_dim])
@@ -308,6 +383,9 @@ class _AllToAll:
         c = step.op
         n = _n(step)
         li, lo = step.t_in.local_shape(step.mesh), step.t_out.local_shape(step.mesh)
+        if step.keep is not None:
+            return _all_to_all_src(jax_axes(c.axis), c.dst_dim, c.src_dim, n,
+                                   keep=(_group_index_src(step.mesh, step.keep.axis), lo[c.dst_dim]))
         return _pad_src(c.dst_dim, li[c.dst_dim], n * lo[c.dst_dim]) + _all_to_all_src(
             jax_axes(c.axis), c.dst_dim, c.src_dim, n) + _cut_src(c.src_dim, n * li[c.src_dim], lo[c.src_dim])
 

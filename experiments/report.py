@@ -149,6 +149,16 @@ class Report:
             lines += ["", f"Compiled temp bytes of {p} above XLA's, and why:", ""]
             lines += [f"- {m}, `{c}` (vs {', '.join(vs)}): {o} B against {x} B: {why}"
                       for (m, c, o, x, why), vs in over.items()]
+        remat: dict = {}
+        for s in self.by_machine:
+            if s["vs"] in XLA:
+                for t in s.get("remat_not_lower", []):
+                    remat.setdefault((t["machine"], t["case"], t["shown_by"], t["xla_evidence"]), []).append(s["vs"])
+        if remat:
+            lines += ["", f"Where XLA rematerialises but {p}'s temp bytes are not strictly lower, the measure "
+                          f"that shows it ({p} against XLA):", ""]
+            lines += [f"- {m}, `{c}` (vs {', '.join(vs)}): {shown}. XLA: {ev}"
+                      for (m, c, shown, ev), vs in remat.items()]
         return "\n".join(lines)
 
     def text(self) -> str:
@@ -175,6 +185,9 @@ class Report:
             for t in s.get("temp_over", []):
                 out.append(f"  temp above {s['vs']} on {t['machine']}: {t['case']} {t['temp_ours']} B vs "
                            f"{t['temp_other']} B: {t['why']}")
+            for t in s.get("remat_not_lower", []):
+                out.append(f"  {s['vs']} remats on {t['machine']}, {t['case']}: temp not strictly lower; "
+                           f"shown by {t['shown_by']}")
         out.append(f"  {COMPILER_NOTE}")
         if self.by_suite:
             out += ["", f"{'by suite':24s} {'vs':12s} {'pairs':>5s} {'geo total':>9s} {'min':>7s} {'lose':>4s} "
@@ -221,8 +234,45 @@ def temp_over(j) -> list[dict]:
         n = f"{no} collective{'s' if no != 1 else ''} against {nx}"
         why = (f"{d} B of async-collective bookkeeping ({n})" if d <= BOOKKEEPING_BYTES
                else f"a different plan ({n}): its intermediates need {d / 2**20:.1f} MiB more")
+        if d > BOOKKEEPING_BYTES:  # the other side of the trade, where the row says it
+            sp = r.get("speedup")
+            if sp is not None and sp == sp:
+                why += f"; its simulated total time is {1 / sp:.2f}x the other's"
+            if "work budget" in str(r.get("notes_ours") or ""):
+                why += "; its search was cut by the work budget"
         out.append({"case": str(r["case"]), "machine": str(r["machine"]), "temp_ours": int(r["temp_bytes_ours"]),
                     "temp_other": int(r["temp_bytes_other"]), "why": why})
+    return out
+
+
+def _mib(b) -> str:
+    return f"{b / 2**20:.2f} MiB"
+
+
+def remat_not_lower(j) -> list[dict]:
+    """The pairs of ``j`` (already those where XLA rematerialises and our temp is not
+    strictly lower) with the measure that shows the difference: both temps, both compiled
+    peaks, and XLA's own evidence. On libtpu, a whole-array buffer placed outside HBM
+    temporaries (a layout in memory space ``S(3)``) is in the compiled peak, not in the temp
+    bytes, so both temps can be 0 B."""
+    import pandas as pd
+
+    out = []
+    for _, r in j.iterrows():
+        to, tx = int(r["temp_bytes_ours"]), int(r["temp_bytes_other"])
+        po, px = (pd.to_numeric(r.get(c), errors="coerce") for c in ("compiled_peak_bytes_ours",
+                                                                       "compiled_peak_bytes_other"))
+        if po == po and px == px and po < px:
+            shown = f"compiled peak: {_mib(po)} against {_mib(px)} (temp {to} B against {tx} B)"
+        elif po == po and px == px:
+            shown = f"neither measure: temp {to} B against {tx} B, compiled peak {_mib(po)} against {_mib(px)}"
+        else:
+            shown = f"neither measure: temp {to} B against {tx} B, no compiled peak"
+        ev = str(r.get("notes_other") or "")
+        out.append({"case": str(r["case"]), "machine": str(r["machine"]), "temp_ours": to, "temp_other": tx,
+                    "peak_ours": None if po != po else int(po), "peak_other": None if px != px else int(px),
+                    "lower_in_peak": bool(po == po and px == px and po < px), "shown_by": shown,
+                    "xla_evidence": ev.split("; the result")[0][:240]})
     return out
 
 
@@ -241,7 +291,8 @@ def _stats(j, vs: str, machine: str) -> dict:
                                 "geomean_memory_ours", "geomean_memory_other", "local_time_ours_s",
                                 "local_time_other_s"], nan))
         s.update({"losses": 0, "max_case": "", "min_case": "", "compilers": "-", "total_pairs": 0,
-                  "temp_le": "-", "temp_lt_remat": "-", "peak_lt_remat": "-", "temp_over": []})
+                  "temp_le": "-", "temp_lt_remat": "-", "peak_lt_remat": "-", "temp_over": [],
+                  "remat_not_lower": []})
         return s
     s["compilers"] = compiler_label(j["compilers"])
     tot = j[j["comparable"]]
@@ -280,6 +331,7 @@ def _stats(j, vs: str, machine: str) -> dict:
         "peak_lt_remat": (f"{int((po[bothp & remat] < px[bothp & remat]).sum())}/{int((bothp & remat).sum())}"
                           if (bothp & remat).any() else "-"),
         "temp_over": temp_over(j[both & (to > tx)]),
+        "remat_not_lower": remat_not_lower(j[both & remat & ~(to < tx)]) if vs in XLA else [],
         "other_over_bound_share": float((j["max_shard_bytes_other"] > j["bound_bytes_other"]).mean()),
         "ours_over_bound_share": float((j["max_shard_bytes_ours"] > j["bound_bytes_ours"]).mean()),
         "other_full_remat_share": float(remat.mean()) if vs in XLA else nan,

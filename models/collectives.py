@@ -185,8 +185,14 @@ def _protocols(machine, algo, kind, multi_node=False):
     names = ["Simple"] if algo in ("nvls", "nvls_tree", "sharp") else ["LL", "LL128", "Simple"]
     out = []
     gpu_bw = machine.link_bandwidth_Bps * machine.links_per_chip * machine.link_efficiency
+    if not machine.ll128:
+        # NCCL enables LL128 by default only on the GPUs its tuner lists (tuning.cc: compute
+        # capability 7.0-9.0 in the version whose MNNVL rules gb200-nvl72 follows)
+        names = [p for p in names if p != "LL128"]
     for p in names:
         base, hop = machine.protocol_latency_s(p)
+        if p == "Simple" and algo == "tree" and machine.tree_simple_hop_latency_s > 0:
+            hop = machine.tree_simple_hop_latency_s   # tuning.cc hwLat[NVLINK][Tree][Simple]
         frac = PROTOCOLS[p]
         if p == "LL":
             frac = 0.25 if (multi_node or kind == "all_reduce") else 1.0 / 3.0
@@ -340,7 +346,9 @@ def _plan_switched(op, machine, topo, chips, forced):
         cands.append("hier_ring")
     if kind == "all_reduce":
         cands.append("tree")
-        if machine.nvls_efficiency > 0 and n >= 2:
+        # NCCL disables NVLS tree when the NVLink domain is multi-node (tuning.cc: "MNNVL: NVLS
+        # not yet supported"): GB200 NVL72 racks joined by InfiniBand run ring or tree across racks
+        if machine.nvls_efficiency > 0 and n >= 2 and (m == 1 or not machine.mnnvl):
             cands.append("nvls" if m == 1 else "nvls_tree")
         if machine.sharp and m > 1:
             cands.append("sharp")
@@ -390,6 +398,10 @@ def _plan_switched(op, machine, topo, chips, forced):
                 lat_s = (steps_in + steps_net) * hop_in
             else:
                 lat_s = steps_in * hop + steps_net * (hop + nic_lat)
+            if algo in ("nvls", "nvls_tree") and machine.nvls_latency_s > 0:
+                # NCCL's tuner: NVLS costs hwLat[NVLINK][NVLS] in the node, whole (no base, no
+                # per-step term), plus the tree's network steps for NVLS tree
+                base, lat_s = machine.nvls_latency_s, steps_net * (hop + nic_lat)
             t = base + lat_s + max(xfer0 / (frac * ramp), reduce_s)
             if best is None or t < best[0]:
                 phase = Phase(ph.routes, ph.nbytes, ph.weights, lat_s)

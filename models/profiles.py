@@ -93,6 +93,11 @@ _OPTIONAL = {
     "ll128_hop_latency_s": (float, 0.0),
     "simple_hop_latency_s": (float, 0.0),
     "ll_max_bandwidth_Bps": (float, 0.0), # NCCL LL protocol: most bus bytes/s per GPU (0 = no cap)
+    # optional (issue 23, round 3): NCCL's tuner rules for multi-node NVLink (GB200 NVL72)
+    "mnnvl": (int, 0),                    # 1 = NVLink domains span trays (MNNVL): no NVLS tree across them
+    "ll128": (int, 1),                    # 0 = NCCL does not enable LL128 by default on this GPU
+    "tree_simple_hop_latency_s": (float, 0.0),  # Simple step latency of a tree inside a node (0 = simple_hop)
+    "nvls_latency_s": (float, 0.0),       # NVLS fixed latency inside a node (0 = Simple's base + 2 steps)
 }
 #: NCCL protocols: name -> fraction of the link bandwidth the protocol's wire format leaves for
 #: data (LL: 4 B flag per 4 B data; LL128: 8 B flag per 128 B line; Simple: none).
@@ -164,6 +169,10 @@ class HardwareProfile:
     ll128_hop_latency_s: float = 0.0
     simple_hop_latency_s: float = 0.0
     ll_max_bandwidth_Bps: float = 0.0
+    mnnvl: int = 0
+    ll128: int = 1
+    tree_simple_hop_latency_s: float = 0.0
+    nvls_latency_s: float = 0.0
     overrides: tuple[tuple[str, KindParams], ...] = ()
     algorithms: tuple[tuple[str, str], ...] = ()
     description: str = field(default="", compare=False, repr=False)
@@ -685,6 +694,8 @@ _BOUNDS = {
     "reduce_input_bandwidth_Bps": (0.0, True, _MAX_BPS), "a2a_pair_efficiency": (0.0, True, 1.0),
     "nvls_tree_busbw_2node_Bps": (0.0, True, _MAX_BPS), "nvls_tree_busbw_Bps": (0.0, True, _MAX_BPS),
     "a2a_latency_s": (0.0, True, 10.0),
+    "mnnvl": (0, True, 1), "ll128": (0, True, 1), "tree_simple_hop_latency_s": (0.0, True, 10.0),
+    "nvls_latency_s": (0.0, True, 10.0),
 }
 
 

@@ -406,13 +406,49 @@ def check_plan_exact(plan) -> None:
         raise AssertionError(f"plan ends at {plan.types[-1] if plan.steps else plan.src}, not {plan.dst}")
 
 
+def _reference(mesh, src, dst, plan, plan_floor: int, out: dict):
+    """:func:`synth.agreement.reference_search` on an uneven or pending case (meshes up to
+    its device cap), counted into ``out``: ``optimal_above_reference`` (a plan ``auto``
+    calls optimal costs more than the reference's optimum) and ``reference_above_auto``
+    (the reference costs more than a plan ``auto`` found within its cap, or its least
+    largest shard is above ``normal``'s or ``easy``'s: a gap in the reference) must be 0."""
+    from synth.agreement import MAX_REFERENCE_DEVICES, reference_search
+
+    if mesh.size > MAX_REFERENCE_DEVICES:
+        out["reference_skipped"] += 1
+        return None
+    r = reference_search(mesh, src, dst, plan.itemsize)
+    if r is None:
+        out["reference_skipped"] += 1
+        return None
+    out["reference_searched"] += 1
+    s = plan.search or {}
+    bad = None
+    cap = max(plan.bound_bytes, s.get("min_max_shard_bytes") or 0)  # the cap auto searched within
+    if s.get("optimal") and s["optimum_s"] > r["optimum_s"] * (1 + 1e-9) and cap >= r["cap_bytes"]:
+        out["optimal_above_reference"] += 1
+        bad = "auto's optimum above the reference's"
+    if (plan.max_shard_bytes <= r["cap_bytes"] and r["optimum_s"] > s.get("time_s", math.inf) * (1 + 1e-9)) or \
+            r["min_max_shard_bytes"] > plan_floor:
+        out["reference_above_auto"] += 1
+        bad = "the reference above a plan that exists"
+    if bad and len(out["examples"]) < 5:
+        out["examples"].append({"mesh": str(mesh), "src": str(src), "dst": str(dst), "why": bad,
+                                "auto": [str(c) for c in plan.steps], "auto_optimum_s": s.get("optimum_s"),
+                                "reference": r["steps"], "reference_optimum_s": r["optimum_s"]})
+    return r
+
+
 def run_agreement(cases: int = 1000, seed: int = 0, auto_kw: dict | None = None) -> dict:
     """``auto`` against references on :func:`agreement_cases`, every plan checked element
     by element. Even cases without pending sums: the exhaustive least largest shard over
     whole axes (:func:`exhaustive_min_max_shard`; auto's move set contains those moves,
-    so auto may only be below it, via sub-axes). Uneven and pending cases: the
-    ``normal`` and ``easy`` planners' plans (auto must never have a larger largest shard
-    than the better of them). Every case: a plan ``auto`` calls optimal never costs more
+    so auto may only be below it, via sub-axes). Uneven and pending cases on up to 16
+    devices: :func:`synth.agreement.reference_search`, an exhaustive search over every
+    type and every step of the collectives table on the work mesh (sub-axes included):
+    its least largest shard, and its least cost within auto's memory cap, which a plan
+    auto calls optimal must equal; larger ones: the better of the ``normal`` and ``easy``
+    planners' plans (auto must never have a larger largest shard than the better of them). Every case: a plan ``auto`` calls optimal never costs more
     than ``normal``'s within the same memory cap."""
     from synth.planners import DefaultCost, schedule_cost, synthesize
 
@@ -423,7 +459,8 @@ def run_agreement(cases: int = 1000, seed: int = 0, auto_kw: dict | None = None)
            "above_min_max_shard": 0, "below_via_sub_axes": 0, "auto_within_bound": 0, "auto_optimal": 0,
            "optimal_costlier_than_normal": 0, "checked_exactly": 0,
            "precondition_true": 0, "precondition_false": 0, "uneven": 0, "pending": 0, "sub_axes_used": 0,
-           "above_normal_or_easy": 0, "examples": []}
+           "above_normal_or_easy": 0, "reference_searched": 0, "reference_skipped": 0,
+           "optimal_above_reference": 0, "reference_above_auto": 0, "examples": []}
     for mesh, src, dst in agreement_cases(cases, seed):
         pre = all(s % mesh.size == 0 for s in src.shape)
         out["precondition_true" if pre else "precondition_false"] += 1
@@ -447,6 +484,9 @@ def run_agreement(cases: int = 1000, seed: int = 0, auto_kw: dict | None = None)
         else:
             easy = synthesize(mesh, src, dst, planner="easy")
             m = min(ref.max_shard_bytes, easy.max_shard_bytes)
+            exh = _reference(mesh, src, dst, plan, m, out)
+            if exh is not None:
+                m = exh["min_max_shard_bytes"]
             bounded = m <= plan.bound_bytes
             out["bounded_exists"] += bounded
             miss = bounded and plan.max_shard_bytes > plan.bound_bytes

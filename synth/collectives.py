@@ -463,7 +463,15 @@ class AllPermute(Collective):
     the same, block ``b`` is ``[b*L, min((b+1)*L, N))`` under either type. Example, mesh
     ``x=2,y=2,z=2,w=2``: ``[8{y,z,w}] -> [8{x,y,z,w}]`` (1 element a device both ways;
     the 16-way split leaves the devices with ``x=1`` empty) moves nothing: each device
-    with ``x=0`` already holds element ``4y+2z+w``."""
+    with ``x=0`` already holds element ``4y+2z+w``.
+
+    With the same blocks per dim, the pending sums may also move to other axes of the
+    same group size: each new group of partial blocks receives, member by member, the
+    parts of one old group of the same block (so its sum is still the block). Example,
+    mesh ``a=4,b=2`` (work mesh ``a:(1)2, a:(2)2, b``): ``[16{a}, 24]{U:b} ->
+    [16{b,a:(2)2}, 24]{U:a:(1)2}`` relabels ``a:(1)2`` and ``b``: device ``(a1, a2, b)``
+    receives the block of ``(b, a2, a1)`` (DTensor's ``[64]`` case, then one
+    ShardedToUnreduced and one all-reduce: 2 collectives within the bound)."""
 
     target: ArrayType
     kind: ClassVar[str] = "all_permute"
@@ -480,9 +488,13 @@ class AllPermute(Collective):
                 "an AllPermute keeps the local shape"
             )
         if tgt.unreduced != t.unreduced:
-            raise CollectiveError(
-                f"{who}: the unreduced sets differ ({list(t.unreduced)} vs {list(tgt.unreduced)}); "
-                "an AllPermute keeps the pending sums as they are")
+            n_in = math.prod(mesh.shape[a] for a in t.unreduced)
+            n_out = math.prod(mesh.shape[a] for a in tgt.unreduced)
+            if n_in != n_out or tgt.splits(mesh) != t.splits(mesh):
+                raise CollectiveError(
+                    f"{who}: the unreduced sets differ ({list(t.unreduced)}, a group of {n_in}, vs "
+                    f"{list(tgt.unreduced)}, a group of {n_out}); an AllPermute moves pending sums only "
+                    "to axes of the same group size, with the same blocks per dim; reduce them first")
         return tgt
 
     def sources(self, t_in: ArrayType, mesh: Mesh) -> np.ndarray:
@@ -515,7 +527,10 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
     round-robin over the holders of their block, so no holder sends to many. Where the
     two types split a dim a different number of ways (the same local size), blocks are
     matched by the data they hold, and a device whose new block is empty keeps its own
-    (it receives nothing)."""
+    (it receives nothing). Where the pending sums move to other axes (same blocks per
+    dim, same group size, see :class:`AllPermute`), see :func:`_pending_move_sources`."""
+    if t_in.unreduced != t_out.unreduced:
+        return _pending_move_sources(t_in, t_out, mesh)
     empty = None
     if t_in.splits(mesh) == t_out.splits(mesh):
         nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
@@ -553,6 +568,51 @@ def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray
             j = counts.get(k, 0)
             counts[k] = j + 1
             src[d] = order[lo + j % (hi - lo)]
+    return src
+
+
+def _pending_move_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+    """Sources of a permute whose pending sums move to other axes of the same group size.
+
+    A *group* of a type is the devices that differ only on its unreduced axes: they hold
+    the parts of one block, which sum to it. Each new group (of ``t_out``) takes one old
+    group (of ``t_in``) of the same block whole, member ``k`` from member ``k`` (``k``
+    the mixed-radix index over the unreduced axes), so its sum is the block. Among the
+    old groups of its block, a new group takes the one that leaves the most of its
+    devices their own buffer, ties to the least taken, then the lowest id.
+
+    Example, ``a=2,b=2``, ``[4{a}]{U:b} -> [4{b}]{U:a}``: the new group of block 0 is
+    devices 0, 2 (``b=0``); the old groups of block 0 are ``{0, 1}`` (``a=0``); so device 0
+    keeps its part and device 2 takes device 1's."""
+    nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
+    radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)
+    have = t_in.block_indices(mesh) @ radix
+    want = t_out.block_indices(mesh) @ radix
+    u_in, u_out = t_in.unreduced_index(mesh), t_out.unreduced_index(mesh)
+
+    def bases(t):
+        b = np.arange(mesh.size)
+        for a, (s, _) in zip(t.unreduced, _strides(mesh, t.unreduced)):
+            b = b - mesh.axis_coords(a) * s
+        return b
+
+    base_in, base_out = bases(t_in), bases(t_out)
+    old = {}  # block -> {old group base: members by unreduced index}
+    for d in range(mesh.size):
+        old.setdefault(int(have[d]), {}).setdefault(int(base_in[d]), {})[int(u_in[d])] = d
+    new = {}
+    for d in range(mesh.size):
+        new.setdefault(int(base_out[d]), []).append(d)
+    taken = {}
+    src = np.arange(mesh.size)
+    for g in sorted(new):
+        members = new[g]
+        cands = old[int(want[members[0]])]
+        best = min(cands, key=lambda b: (-sum(cands[b][int(u_out[d])] == d for d in members),
+                                         taken.get(b, 0), b))
+        taken[best] = taken.get(best, 0) + 1
+        for d in members:
+            src[d] = cands[best][int(u_out[d])]
     return src
 
 

@@ -57,8 +57,10 @@ from synth.plan import Plan
 from synth.schedule import Schedule, ScheduleOp
 from synth.types import ArrayType, Dim
 
-#: ``mid_b`` strategies the planner compares (see the module docstring).
-MID_B_MODES = ("broadcast", "direct")
+#: ``mid_b`` strategies the planner compares (see the module docstring): ``keep`` is
+#: ``mid_a`` itself on B (where B names its axes): each device receives its block whole from
+#: one holder, as Shardy's ``collective_permute`` between two device orders does.
+MID_B_MODES = ("broadcast", "direct", "keep")
 
 #: What :func:`plan_crossmesh` ranks candidates by without ``cost``: received bytes
 #: (``traffic``), bytes live per device with staged pieces (``memory``), or with pieces
@@ -701,8 +703,8 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
     """Plan ``src`` on ``src_mesh`` to ``dst`` on ``dst_mesh`` (see the module docstring).
 
     ``planner`` plans the phases on A and on B (``synth.synthesize``). ``mode`` forces
-    ``mid_b`` (``"broadcast"`` or ``"direct"``); by default both, each with ``mid_a``
-    spread and not, are built (at most four candidates) and the one that wins
+    ``mid_b`` (``"broadcast"``, ``"direct"`` or ``"keep"``); by default each, with ``mid_a``
+    spread and not, is built (at most six candidates) and the one that wins
     :func:`_default_key` is returned (``objective="memory"``: the fewest bytes live on the
     busiest device first, :func:`_memory_key`; ``"memory-inplace"``: the same with pieces
     written in place, :func:`_memory_inplace_key`), or, with ``cost(crossplan) -> seconds``,
@@ -738,7 +740,12 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
         pre = synthesize(A.local(), src, mid_a, planner=planner, itemsize=itemsize)
         mid_a = pre.work_types[-1].canonical(A.local())
         for m in ((mode,) if mode else MID_B_MODES):
-            if dst.unreduced and m == "direct":
+            if m == "keep":
+                try:
+                    mid_b = ArrayType(mid_a.dims).check(B.local(), "keep")
+                except RedistributionError:  # B does not name A's axes (or sizes them otherwise)
+                    continue
+            elif dst.unreduced and m == "direct":
                 mid_b = dst  # the members of each unreduced group share its block (recv_units)
             else:
                 mid_b = spread(plain_b, B.local()) if m == "broadcast" else plain_b
@@ -754,6 +761,10 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
                     refused.append(e)
                     continue
             cands.append(CrossPlan(A, B, src, dst, itemsize, pre, xfer, post, m))
+    if not cands and not refused:  # only mode="keep" can leave none
+        raise RedistributionError(
+            f"plan_crossmesh: mode 'keep' moves {src} whole onto {B}, but that mesh does not name its axes "
+            f"with their sizes ({A.local()}); use mode 'direct' or 'broadcast', or leave mode unset")
     if not cands:
         raise refused[0]
     if staging_cap_bytes is not None:  # candidates within the cap first (a shared device's other shard counts)
@@ -775,11 +786,16 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
 
 
 def _default_key(p: CrossPlan):
-    """Fewest bytes into the busiest device, then fewest out of the busiest sender, then
-    the smallest staging buffer, then fewer collectives."""
+    """Within max(source shard, target shard) on every device (no staging buffer) first,
+    as the single-mesh planners keep within it; then the fewest bytes into the busiest
+    device, then fewest out of the busiest sender, then the smallest staging buffer, then
+    fewer collectives. Example: ``[16{x}, 8]`` on ``x=2,y=2@3,2,1,0`` to ``[16, 8{x,y}]`` on
+    ``x=2,y=2@3,1,2,0``: the direct transfer receives 64 B but stages 192 B on devices in
+    both meshes; slicing to ``[16{x,y}, 8]``, moving it whole (``keep``) and one all-to-all
+    receive 224 B in 2 collectives within the bound (Shardy's sequence)."""
     m = p.metrics()
-    return (m["recv_bytes_max_device"], m["transfer_send_bytes_max_device"], m["staging_bytes"],
-            m["num_collectives"], MID_B_MODES.index(p.mode))
+    return (m["staging_bytes"] > 0, m["recv_bytes_max_device"], m["transfer_send_bytes_max_device"],
+            m["staging_bytes"], m["num_collectives"], MID_B_MODES.index(p.mode))
 
 
 def _memory_key(p: CrossPlan):

@@ -26,6 +26,7 @@ import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import synth  # noqa: E402
+from ui.fmt import fmt_bytes  # noqa: E402
 from ui.scenario import DEFAULTS  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -76,15 +77,35 @@ def check_moves_exactly(plan: synth.Plan, x: np.ndarray | None = None):
         assert np.array_equal(got, exp), f"device {d} ends with the wrong block"
 
 
+def _open_code(at: AppTest, key: str) -> None:
+    """Open a code box of the Plan page (drawn only when open), as a click on it does."""
+    if not (key in at.session_state and at.session_state[key]):
+        at.session_state[key] = True
+        at.run()
+
+
 def _exported(at: AppTest) -> dict:
+    _open_code(at, "plan_json_open")
     codes = [c.value for c in at.code if c.language == "json"]
     assert len(codes) == 1, "the Plan page shows the exported JSON once"
     return json.loads(codes[0])
 
 
+def _steps(at: AppTest) -> list[dict]:
+    """The Plan page's step table (a Markdown table), one dict per row, code spans unwrapped;
+    asserts there is exactly one."""
+    tables = [m.value for m in at.markdown if m.value.startswith("| step | collective |")]
+    assert len(tables) == 1, f"{len(tables)} step tables"
+    lines = tables[0].splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert set(lines[1].replace("|", "")) == {"-"}
+    return [dict(zip(head, (c.strip().strip("`").replace("\u00a0", " ") for c in line.strip("|").split(" | ")),
+                     strict=True))
+            for line in lines[2:]]
+
+
 def _table_collectives(at: AppTest) -> list[str]:
-    df = at.dataframe[0].value
-    return list(df["collective"])
+    return [r["collective"] for r in _steps(at)]
 
 
 # -- Plan page ------------------------------------------------------------------------
@@ -98,10 +119,12 @@ def test_plan_default_render_shows_the_default_plan():
     assert (str(plan.mesh), str(plan.src), str(plan.dst), plan.planner) == (
         "data=16,model=4", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]", DEFAULTS["planner"])
     rows = plan.rows()
-    df = at.dataframe[0].value
-    assert list(df["collective"]) == [r["collective"] for r in rows]
-    assert list(df["type after"]) == [r["type"] for r in rows]
-    assert len(at.get("plotly_chart")) >= 1
+    steps = _steps(at)
+    assert [r["collective"] for r in steps] == [r["collective"] for r in rows]
+    assert [r["type after"] for r in steps] == [r["type"] for r in rows]
+    assert [r["local shape"] for r in steps] == [str(tuple(r["local_shape"])) for r in rows]
+    assert [r["shard bytes"] for r in steps] == [fmt_bytes(r["shard_bytes"]) for r in rows]
+    assert len(at.get("vega_lite_chart")) == 1  # the memory chart (Vega-Lite, not plotly)
     assert [b.key for b in at.download_button][0] == "export_json"
     doc = _exported(at)
     assert synth.Plan.from_dict(doc) == plan
@@ -177,11 +200,11 @@ def test_plan_bad_input_shows_error_and_keeps_running(values, needle):
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.error) == 1
     assert needle in at.error[0].value
-    assert len(at.dataframe) == 0
+    assert not [m for m in at.markdown if m.value.startswith("| step |")]
     # The page is alive: fixing the input brings the plan back.
     _set(at, **{k: DEFAULTS[k] for k in values})
     _ok(at)
-    assert len(at.dataframe) == 1
+    assert len(_steps(at)) >= 1
 
 
 def test_switching_machine_takes_its_size_and_fits_the_mesh():
@@ -248,6 +271,7 @@ def test_jax_code_export_runs_and_moves_data_exactly(tmp_path):
     _set(at, **dict(SMALL, dtype="float16"))
     _ok(at)
     assert at.download_button(key="export_jax").label == "Download JAX code"
+    _open_code(at, "plan_code_open")
     code = [c.value for c in at.code if c.language == "python"]
     assert len(code) == 1
     assert "DTYPE = jnp.dtype('float16')" in code[0]   # the scenario's dtype, not float32

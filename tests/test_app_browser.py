@@ -99,11 +99,16 @@ def test_plan_page_in_chromium(server, tmp_path):
             expect(main.get_by_text("→ [8192{data,model}, 32768]")).to_be_visible(timeout=30_000)
             print(f"\nbrowser: new target sharding on 64 devices -> updated plan in "
                   f"{time.monotonic() - t0:.2f} s")
-            table = main.locator("[data-testid='stDataFrame']")
+            # the step table: a plain table (no data grid on the Plan page), one row per step
+            table = main.locator("table").filter(has_text="received bytes (max device)")
             expect(table).to_have_count(1)
             expect(table).to_be_visible()
-            chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").first
+            expect(table.locator("tbody tr").first).to_contain_text("[8192{model}, 32768{data}]")
+            # the memory chart: Vega-Lite drawn as SVG (no plotly on the Plan page's first paint)
+            chart = main.locator("[data-testid='stVegaLiteChart'] svg.marks").first
             expect(chart).to_be_visible(timeout=30_000)
+            expect(main.locator("[data-testid='stPlotlyChart']")).to_have_count(0)
+            expect(chart.locator("text", has_text="shard bound max(src, dst)")).to_have_count(1)
             expect(main.locator("[data-testid='stException']")).to_have_count(0)
             expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
             page.wait_for_timeout(500)

@@ -27,7 +27,7 @@ import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import synth  # noqa: E402
-from tests.test_app import SMALL, _set, check_moves_exactly  # noqa: E402
+from tests.test_app import SMALL, _exported, _set, _steps, check_moves_exactly  # noqa: E402
 from ui import compute, figures, jobs, machines, runs, scenario, work  # noqa: E402
 from ui.fmt import byte_unit, fmt_bandwidth, fmt_bytes, fmt_seconds  # noqa: E402
 
@@ -99,6 +99,26 @@ def test_simulate_runs_in_a_worker_process_and_matches_inline(monkeypatch):
     assert metrics["lower bound"] == fmt_seconds(res.lower_bound_s)
 
 
+def test_work_done_inline_is_not_sent_to_a_worker_when_asked_again(monkeypatch):
+    """A simulation computed inline is served from its cache when the page asks again,
+    even if the estimate has grown past the inline limit meanwhile (no job, no wait)."""
+    at = _app("ui/pages/simulate.py", **SMALLN)
+    _ok(at)
+    assert not any("background process" in str(i.value) for i in at.info)
+    first = {m.label: m.value for m in at.metric}
+    monkeypatch.setenv("APP_INLINE_S", "0")  # every estimate is now over the limit
+    at.switch_page("ui/pages/plan.py").run()
+    at.switch_page("ui/pages/simulate.py").run()
+    _ok(at)
+    assert not any("background process" in str(i.value) for i in at.info)
+    assert {m.label: m.value for m in at.metric} == first
+    # new work (another placement) does go to a worker now
+    at.text_input(key="sim_placement").set_value("x=Y,y=X*Z").run()
+    assert any("background process" in str(i.value) for i in at.info)
+    _wait(at)
+    _ok(at)
+
+
 def test_cancel_stops_the_worker_within_two_seconds():
     m = jobs.manager()
     job = m.submit("test-sleep-cancel", "tests.test_app_explorer:_slow_work", (60.0,), session="local-a",
@@ -127,7 +147,7 @@ def test_a_job_stops_when_its_session_goes_away():
         job = m.submit("test-sleep-gone", "tests.test_app_explorer:_slow_work", (60.0,), session="s-gone",
                        slot="t", label="sleep")
         t0 = time.monotonic()
-        while job.state != "running":
+        while job.state != "running" or not job._proc.is_alive():  # the worker is up
             assert time.monotonic() - t0 < 30
             time.sleep(0.05)
         alive["s-gone"] = False
@@ -177,6 +197,36 @@ def _slow_work(seconds, progress=None):
         progress(1, 2, "sleeping")
         time.sleep(0.05)
     return {"slept": seconds}
+
+
+def _unit_work(units, seconds, progress=None):
+    time.sleep(seconds)
+    return {"units": units, "wall_s": seconds}
+
+
+def test_the_estimate_learns_from_each_worker_job(monkeypatch):
+    """Before any run the panel says its estimate is the seed's; a finished worker job sets
+    the rate so that the same work is estimated at the time it took (start-up included)."""
+    monkeypatch.setattr(jobs, "_RATE", dict(jobs._RATE))
+    monkeypatch.setattr(jobs, "_LEARNT", set())
+    assert "has not run one yet" in jobs.estimate_basis("simulate")
+    m = jobs.manager()
+    jobs.note_rate("simulate", 3000, 0.5)  # too short to learn from: fixed costs, mostly
+    assert "has not run one yet" in jobs.estimate_basis("simulate")
+    job = m.submit("test-rate-1", "tests.test_app_explorer:_unit_work", (3000, 1.1), session="local-r",
+                   slot="t", label="units", estimate_s=jobs.estimate_s("simulate", 3000), kind="simulate")
+    t0 = time.monotonic()
+    while job.state != "done":
+        assert job.state in ("waiting", "running") and time.monotonic() - t0 < 60, job.error
+        time.sleep(0.05)
+    waited = job.ended - job.started
+    assert waited >= 1.1
+    assert jobs.estimate_s("simulate", 3000) == pytest.approx(waited)
+    assert jobs.estimate_basis("simulate") == "from the rate of earlier runs on this server"
+    # a second run is averaged in, half each
+    r1 = jobs._RATE["simulate"]
+    jobs.note_rate("simulate", 3000, 0.2 + 3000 / (r1 / 2))
+    assert jobs._RATE["simulate"] == pytest.approx(0.75 * r1)
 
 
 def _failing_work(progress=None):
@@ -274,14 +324,94 @@ def test_layout_shows_replication_padding_and_pending_sums():
     assert all(t.startswith("partial sums") for t in f3.data[0].text if t)
 
 
+def _layer_values(spec, series):
+    return [layer["data"]["values"] for layer in spec["layer"]
+            if layer["data"]["values"] and layer["data"]["values"][0].get("series") == series]
+
+
+def _check_memory_spec(spec, plan, easy_peak_bytes=None, capacity_bytes=None):
+    """The memory chart's Vega-Lite spec against the plan, value by value; returns the
+    labels of its horizontal lines ``{label: bytes}``."""
+    import altair as alt
+
+    from ui import charts
+
+    alt.LayerChart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    assert spec["title"]["text"] == charts.MEMORY_TITLE
+    rows = plan.rows()
+    (bars,), (live,) = _layer_values(spec, charts.SHARD_SERIES), _layer_values(spec, charts.LIVE_SERIES)
+    unit = spec["layer"][0]["encoding"]["y"]["title"].split("(")[-1].rstrip(")")
+    div = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+    assert [b["step"] for b in bars] == [f"{r['step']}: {r['collective']}" for r in rows]
+    assert [b["value"] * div for b in bars] == [r["shard_bytes"] for r in rows]
+    assert [b["type"] for b in bars] == [str(r["type"]) for r in rows]
+    want_live = [rows[0]["shard_bytes"]] + [a["shard_bytes"] + b["shard_bytes"] for a, b in zip(rows, rows[1:])]
+    assert [x["value"] * div for x in live] == want_live
+    assert max(want_live) == plan.peak_live_bytes
+    lines = {}
+    for layer in spec["layer"]:
+        enc = layer["encoding"]
+        if layer["mark"]["type"] == "text" and "datum" in enc.get("y", {}):
+            lines[enc["text"]["value"].split(" = ")[0].split(" capacity")[0]] = enc["y"]["datum"] * div
+    top = spec["layer"][0]["encoding"]["y"]["scale"]["domain"][1] * div
+    assert lines["shard bound max(src, dst)"] == plan.bound_bytes
+    assert lines.get("live bound 2 x max(src, dst)", 2 * plan.bound_bytes) == 2 * plan.bound_bytes
+    assert all(v <= top for v in lines.values()) and max(want_live) <= top
+    notes = [layer["encoding"]["text"]["value"] for layer in spec["layer"]
+             if layer["mark"]["type"] == "text" and "datum" not in layer["encoding"].get("y", {})]
+    if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
+        assert ("easy planner's largest shard" in lines) != any("off scale" in n for n in notes)
+    if capacity_bytes is not None and "HBM" in lines:
+        assert lines["HBM"] == capacity_bytes
+    return lines
+
+
+def test_plan_memory_chart_says_what_the_plan_holds():
+    """Element by element: bars are the plan's shards, the line its live input + output,
+    the dashed and dotted lines the two bounds; the easy plan's shard and the HBM
+    capacity drawn when in range, named off scale otherwise."""
+    from ui import charts
+    from ui.fmt import fmt_bytes
+
+    mesh, src, dst = "data=16,model=4", "[8192{data}, 32768{model}]", "[8192{model}, 32768{data}]"
+    normal = synth.synthesize(mesh, src, dst, planner="normal", itemsize=2)
+    easy = synth.synthesize(mesh, src, dst, planner="easy", itemsize=2)
+    # the easy plan's 512 MiB is off the normal plan's scale: named in the corner, no line
+    spec = charts.plan_memory_spec(normal, easy.max_shard_bytes, 32 * 2**30)
+    lines = _check_memory_spec(spec, normal, easy.max_shard_bytes, 32 * 2**30)
+    assert set(lines) == {"shard bound max(src, dst)", "live bound 2 x max(src, dst)"}
+    assert any(lay["mark"]["type"] == "text" and lay["encoding"]["text"]["value"] ==
+               f"easy planner's largest shard: {fmt_bytes(easy.max_shard_bytes)} (off scale)" for lay in spec["layer"])
+    # in range: both drawn as lines at their values
+    lines = _check_memory_spec(charts.plan_memory_spec(normal, 12 * 2**20, 20 * 2**20), normal, 12 * 2**20, 20 * 2**20)
+    assert lines["easy planner's largest shard"] == 12 * 2**20 and lines["HBM"] == 20 * 2**20
+    # the easy plan itself exceeds the bound: its bars pass the dashed line
+    spec = charts.plan_memory_spec(easy, normal.max_shard_bytes, None)
+    _check_memory_spec(spec, easy)
+    assert max(b["value"] for b in _layer_values(spec, charts.SHARD_SERIES)[0]) > \
+        spec["layer"][2]["encoding"]["y"]["datum"]
+
+
 def test_plan_page_draws_source_target_and_each_step():
     at = _app(**SMALLN)
     _ok(at)
     # the pictures sit in tabs, only the open one drawn: the memory chart first
     assert [t.label for t in at.tabs] == ["Memory per step", "Layout", "Received bytes"]
-    keys = [c.proto.id for c in at.get("plotly_chart")]
-    assert len(keys) == 1 and keys[0].endswith("plan_memory_chart")
+    # the memory chart is Vega-Lite: the first paint draws no plotly chart (4.7 MB of JavaScript)
+    assert not at.get("plotly_chart")
+    vega = at.get("vega_lite_chart")
+    assert len(vega) == 1
+    _check_memory_spec(json.loads(vega[0].proto.spec), synth.synthesize(
+        SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2))
     assert not at.select_slider  # the Layout tab is closed: its step slider is not drawn
+    # the code boxes are drawn only when opened (the highlighter is off the first paint)
+    assert [x.label for x in at.expander][-2:] == ["Plan JSON", "JAX code"] and not at.code
+    at.session_state["plan_json_open"] = True  # as a click on the expander sets it
+    at.run()
+    assert [c.language for c in at.code] == ["json"]
+    assert synth.Plan.from_dict(json.loads(at.code[0].value)) == synth.synthesize(
+        SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=2)
+    at.session_state["plan_json_open"] = False
     at.session_state["plan_view"] = "Received bytes"
     at.run()
     _ok(at)
@@ -374,8 +504,8 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
 def test_compare_shows_busbw_and_log_ticks():
     at = _app("ui/pages/compare.py", **SMALLN)
     _ok(at)
-    df = at.dataframe[0].value
-    assert {"its algbw", "its busbw", "bus peak"} <= set(df.columns)
+    df = next(d.value for d in at.dataframe if "its busbw" in d.value.columns)
+    assert {"strategy", "its algbw", "its busbw", "bus peak"} <= set(df.columns)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     ya = spec["layout"]["yaxis"]
     assert ya["type"] == "log" and len(ya["tickvals"]) >= 2
@@ -393,7 +523,7 @@ def test_a_link_reproduces_the_scenario_and_the_url_follows_edits():
                 at.sidebar.text_input(key=k)
             assert w.value == q[k], k
     plan = synth.synthesize(SMALL_MESH, SMALL_SRC, SMALL_DST, planner="normal", itemsize=4)
-    assert list(at.dataframe[0].value["collective"]) == [r["collective"] for r in plan.rows()]
+    assert [r["collective"] for r in _steps(at)] == [r["collective"] for r in plan.rows()]
     at.switch_page("ui/pages/simulate.py").run()
     assert at.text_input(key="sim_placement").value == "x=X,y=Y*Z"
     for k, v in q.items():
@@ -616,7 +746,7 @@ def test_server_config_binds_locally_and_hides_tracebacks():
 
 def test_small_plan_export_still_moves_exactly():
     at = _app(**SMALLN)
-    doc = json.loads([c.value for c in at.code if c.language == "json"][0])
+    doc = _exported(at)
     check_moves_exactly(synth.Plan.from_dict(doc))
 
 
@@ -627,13 +757,13 @@ def test_step_table_shows_pending_sums_and_padding():
         pytest.skip("pending sums are not parsed yet")
     at = _app(**dict(SMALLN, src="[16{x}, 32]{U:y}", dst="[16{x}, 32{y}]"))
     _ok(at)
-    df = at.dataframe[0].value
+    pending = [r["pending sum over"] for r in _steps(at)]
     plan = synth.synthesize(SMALL_MESH, "[16{x}, 32]{U:y}", "[16{x}, 32{y}]", planner="normal", itemsize=2)
-    assert list(df["pending sum over"]) == [",".join(r["unreduced"]) or "-" for r in plan.rows()]
-    assert df["pending sum over"].iloc[0] == "y" and df["pending sum over"].iloc[-1] == "-"
+    assert pending == [",".join(r["unreduced"]) or "-" for r in plan.rows()]
+    assert pending[0] == "y" and pending[-1] == "-"
     at2 = _app(**dict(SMALLN, shape="17, 32", src="[17{y}, 32{x}]", dst="[17, 32{x,y}]"))
     _ok(at2)
-    assert at2.dataframe[0].value["padded"].iloc[0] == "yes"
+    assert _steps(at2)[0]["padded"] == "yes"
 
 
 @pytest.mark.parametrize("kind", ["injection", "reduction", "nic_cut", "bisection_X", "bisection_Z", "lp",
@@ -706,24 +836,50 @@ def test_compare_simulates_the_strategies_the_simulator_accepts(monkeypatch):
     assert all(name.split(":")[0] not in list(table["strategy"]) for name in warned)
 
 
-def test_warm_up_thread_starts_after_pandas_is_imported():
-    """The warm-up thread builds plotly figures, and plotly reads ``sys.modules["pandas"]``
-    without importing it: if the page's script thread were half-way through ``import
-    pandas`` then, plotly would get the partial module ("partially initialized module
-    'pandas' ... circular import"). So the thread starts only once pandas is imported,
-    even after a page that stopped at an error before any table. A fresh interpreter,
+def test_first_page_imports_no_pandas_and_the_warm_up_thread_does():
+    """The default Plan page draws without pandas (its table is Markdown, its chart
+    Vega-Lite), so the first load does not wait for that import; the warm-up thread
+    imports it afterwards and warms the rest up without an error. A fresh interpreter,
     since this process has pandas already."""
     code = (
         "import sys, threading, logging\n"
         "logging.disable(logging.WARNING)\n"
         "from streamlit.testing.v1 import AppTest\n"
+        "import ui.runs\n"
+        "real = ui.runs.warm_up\n"
+        "ui.runs.warm_up = lambda: None\n"
         f"at = AppTest.from_file({APP!r}, default_timeout=300)\n"
-        "at.session_state['mesh'] = 'data=3'\n"
         "at.run()\n"
-        "warm = [t for t in threading.enumerate() if t.name == 'app-warm-up']\n"
-        "print(len(at.error), 'pandas' in sys.modules, len(warm))\n"
+        "first = 'pandas' in sys.modules\n"
+        "t = real()\n"
+        "t.join(240)\n"
+        "print(len(at.exception), len(at.error), len(at.metric) > 0, first, 'pandas' in sys.modules, t.is_alive())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    # one error shown (the mesh), pandas imported, and the warm-up thread started
-    assert out.stdout.split()[-3:] == ["1", "True", "1"], out.stdout + out.stderr[-2000:]
+    # the page drawn without an error and without pandas; the thread imported it and finished
+    assert out.stdout.split()[-6:] == ["0", "0", "True", "False", "True", "False"], out.stdout + out.stderr[-2000:]
+    assert "app warm-up skipped" not in out.stderr
+
+
+def test_every_module_that_uses_plotly_imports_pandas_before_it():
+    """Plotly fails on a half-imported pandas, which the warm-up thread may be importing
+    while a page runs (``ui.runs.warm_up``): each module of the app that imports plotly
+    imports pandas first, at module level, so a page reaching plotly waits for the import."""
+    import ast
+
+    checked = []
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [(node.lineno, alias.name) for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names]
+        names += [(node.lineno, node.module) for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module]
+        plotly = [ln for ln, n in names if n.split(".")[0] == "plotly"]
+        if not plotly or path.name == "serve.py":  # it imports pandas first itself, in its function
+            continue
+        top = [node.lineno for node in tree.body if isinstance(node, ast.Import)
+               and any(a.name == "pandas" for a in node.names)]
+        assert top and min(top) < min(plotly), f"{path.relative_to(ROOT)}: import pandas before plotly"
+        checked.append(path.name)
+    assert {"figures.py", "crossmesh.py", "calibration.py"} <= set(checked)

@@ -127,9 +127,19 @@ def test_simulate_follows_scenario_and_placement():
 
 
 # -- Compare ----------------------------------------------------------------------------
-def _table(at, i=0) -> dict:
-    df = at.dataframe[i].value
-    return {r["strategy"]: r for r in df.to_dict("records")}
+def _table(at) -> dict:
+    """The Compare page's strategies table, its three parts (Time, Memory, Links) joined
+    by strategy; each part lists the same strategies in the same order."""
+    from ui.texts import COMPARE_TABLES as TABLES
+
+    parts = [d.value for d in at.dataframe[:len(TABLES)]]
+    assert [list(p.columns) for p in parts] == [["strategy", *cols] for _t, cols, _n in TABLES]
+    assert all(list(p["strategy"]) == list(parts[0]["strategy"]) for p in parts)
+    rows: dict = {}
+    for p in parts:
+        for r in p.to_dict("records"):
+            rows.setdefault(r["strategy"], {}).update(r)
+    return rows
 
 
 def test_compare_default_simulates_every_planner():

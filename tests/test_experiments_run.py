@@ -188,10 +188,37 @@ def test_temp_over_says_why():
         {"case": "a", "machine": "dgx-h100", "temp_bytes_ours": 8389888, "temp_bytes_other": 8389120,
          "num_collectives_ours": 3, "num_collectives_other": 1},
         {"case": "b", "machine": "dgx-h100", "temp_bytes_ours": 16777732, "temp_bytes_other": 2097920,
-         "num_collectives_ours": 1, "num_collectives_other": 2}])
-    a, b = temp_over(j)
+         "num_collectives_ours": 1, "num_collectives_other": 2},
+        {"case": "c", "machine": "dgx-h100", "temp_bytes_ours": 8389632, "temp_bytes_other": 4194560,
+         "num_collectives_ours": 2, "num_collectives_other": 1, "speedup": 0.45,
+         "notes_ours": "auto: the work budget of 6250 moves ran out; this is the best plan found"},
+        {"case": "d", "machine": "dgx-h100", "temp_bytes_ours": 16777732, "temp_bytes_other": 2097920,
+         "num_collectives_ours": 1, "num_collectives_other": 2, "speedup": 1.133, "notes_ours": ""}])
+    a, b, c, d = temp_over(j)
     assert a["why"] == "768 B of async-collective bookkeeping (3 collectives against 1)"
     assert b["why"] == "a different plan (1 collective against 2): its intermediates need 14.0 MiB more"
+    assert c["why"] == ("a different plan (2 collectives against 1): its intermediates need 4.0 MiB more; its "
+                        "simulated total time is 2.22x the other's; its search was cut by the work budget")
+    assert d["why"].endswith("need 14.0 MiB more; its simulated total time is 0.88x the other's")
+
+
+def test_remat_pairs_not_lower_in_temp_say_which_measure_shows_it():
+    """Where XLA rematerialises but both temps are 0 B (libtpu kept the whole array out of
+    HBM temporaries), the pair is listed with the compiled peaks that show the difference."""
+    from experiments.report import remat_not_lower
+
+    ev = ("all-gather %all-gather.1 builds the whole array (67108864 bytes) on each device in memory space S(3), "
+          "which the compiler's temp bytes do not count (its compiled peak does); the result is 4194304 bytes")
+    j = pd.DataFrame([
+        {"case": "random-0-015", "machine": "tpu-v4", "temp_bytes_ours": 0, "temp_bytes_other": 0,
+         "compiled_peak_bytes_ours": 16777216, "compiled_peak_bytes_other": 142606848, "notes_other": ev},
+        {"case": "same", "machine": "tpu-v4", "temp_bytes_ours": 0, "temp_bytes_other": 0,
+         "compiled_peak_bytes_ours": 4096, "compiled_peak_bytes_other": 4096, "notes_other": ""}])
+    a, b = remat_not_lower(j)
+    assert a["lower_in_peak"] and a["shown_by"] == ("compiled peak: 16.00 MiB against 136.00 MiB "
+                                                    "(temp 0 B against 0 B)")
+    assert a["xla_evidence"].endswith("(its compiled peak does)") and "the result" not in a["xla_evidence"]
+    assert not b["lower_in_peak"] and b["shown_by"].startswith("neither measure")
 
 
 def test_report_cli_forms(smoke, tmp_path):

@@ -4,8 +4,10 @@ The reference (:func:`synth.bench.exhaustive_min_max_shard`) enumerates every ty
 every move (DynSlice, AllGather/AllToAll of any minor-most suffix, an AllPermute to any
 type of the same local shape) and finds the least largest shard of any plan. ``auto``
 must never miss a bounded plan the reference finds, and never be above its minimum.
-Uneven and pending-sum cases are checked against the better of the ``normal`` and
-``easy`` plans. Every ``auto`` plan is run in the interpreter and compared element by
+Uneven and pending-sum cases on up to 16 devices are checked against
+:func:`synth.agreement.reference_search` (every type and every step of the collectives table
+on the work mesh: least largest shard and least cost within the cap), larger ones against
+the better of the ``normal`` and ``easy`` plans. Every ``auto`` plan is run in the interpreter and compared element by
 element. CI runs a seeded share of the cases (``REDIST_AGREEMENT_CASES``, default 160);
 ``python -m synth agreement`` runs 1000.
 """
@@ -51,6 +53,45 @@ def test_auto_agrees_with_the_references_on_seeded_cases():
     assert res["bound_misses"] == 0, res["examples"]
     assert res["above_min_max_shard"] == 0, res["examples"]
     assert res["optimal_costlier_than_normal"] == 0
+    # uneven and pending cases on <= 16 devices: the exhaustive reference over every type and
+    # step of the collectives table (synth.agreement), sub-axes included
+    assert res["reference_searched"] >= CASES // 10 and res["reference_skipped"] <= res["reference_searched"] // 10
+    assert res["optimal_above_reference"] == 0, res["examples"]
+    assert res["reference_above_auto"] == 0, res["examples"]
+
+
+@pytest.mark.parametrize("mesh,src,dst,least_bytes,optimum_s", [
+    # found by the reference (auto gathered the whole array, 24 B, and called it optimal):
+    # a permute to other splits of the same local shape, a slice, a permute
+    ("x=3,y=2,z=2", "[6{y,z}]", "[6{z,y,x}]", 8, 2 * 5e-6 + 12 / 50e9),
+    ("x=3,y=4", "[6{y}]", "[6{x,y}]", 8, 2 * 5e-6 + 12 / 50e9),
+    # a pending sum moved by a permute (DTensor's test_multi_dim_mesh[64], on the work mesh)
+    ("a=4,b=2", "[16{a}, 24]{U:b}", "[16{b}, 24]", 768, 5e-6 + 384 / 50e9 + 5e-6 + 1152 / 50e9),
+    # uneven blocks that do not nest: only the whole dim links them
+    ("a=2,b=2", "[5{a}, 5{b}]", "[5{a,b}, 5]", 100, 5e-6 + 108 / 50e9),
+])
+def test_exhaustive_reference_on_uneven_and_pending_cases(mesh, src, dst, least_bytes, optimum_s):
+    """The reference's least largest shard and optimum, and auto's plan against them (checked
+    element by element): the same least largest shard and, called optimal, the same cost."""
+    from synth.agreement import reference_search
+    from synth.bench import check_plan_exact
+    from synth.planners import synthesize
+
+    r = reference_search(Mesh.parse(mesh), parse_type(src), parse_type(dst))
+    assert r["min_max_shard_bytes"] == least_bytes
+    assert r["optimum_s"] == pytest.approx(optimum_s, rel=1e-12)
+    plan = synthesize(mesh, src, dst)
+    check_plan_exact(plan)
+    assert plan.max_shard_bytes == least_bytes and plan.search["optimal"]
+    assert plan.search["optimum_s"] == pytest.approx(r["optimum_s"], rel=1e-9)
+
+
+def test_exhaustive_reference_refuses_a_large_mesh():
+    from synth.agreement import reference_search
+    from synth.errors import RedistributionError
+
+    with pytest.raises(RedistributionError, match="32 devices, over the 16-device cap"):
+        reference_search(Mesh.parse("x=2,y=16"), parse_type("[32{x}]"), parse_type("[32{y}]"))
 
 
 def test_agreement_cases_stay_small_and_rank_3():

@@ -36,8 +36,8 @@ def show_job(pending) -> None:
     m = jobs.manager()
     sid = jobs.session_id()
     est = f"about {fmt_seconds(job.estimate_s)}" if job.estimate_s is not None else "unknown"
-    st.info(f"**{what}** runs in a background process (estimated {est}, from the rate of earlier "
-            "runs on this server). The page updates when it is done; other pages stay usable.")
+    st.info(f"**{what}** runs in a background process (estimated {est}, {jobs.estimate_basis(job.kind)}). "
+            "The page updates when it is done; other pages stay usable.")
 
     @st.fragment(run_every=POLL_S)
     def _progress():

@@ -233,8 +233,8 @@ def main(argv=None) -> int:
     p.add_argument("--skip-big", action="store_true", help="only the 64-device interactions")
     p.add_argument("--apptest", action="store_true", help="also the AppTest script-run figures")
     p.add_argument("--no-browser", action="store_true", help="skip the browser figures")
-    p.add_argument("--screenshots", metavar="DIR", help="save a screenshot of the Plan page (64 devices) "
-                   "and of Simulate (4096) there")
+    p.add_argument("--screenshots", metavar="DIR", help="save a full-height screenshot of every page at 64 "
+                   "and at 4096 devices there (plan-64.png, simulate-4096.png, ...), after the timed figures")
     p.add_argument("--serve", action="store_true", help="start the server with `python -m ui.serve` (imports "
                    "preloaded) instead of `streamlit run app.py`")
     p.add_argument("--progress", action="store_true", help="print each figure to stderr as it is measured")
@@ -324,10 +324,20 @@ def _print_browser(b: dict) -> None:
     sw = b.get("switches_4096") or []
     line("page switch p50, 4096 devices", "switch_4096_s",
          f"  (max {max(r['s'] if r['s'] is not None else float('inf') for r in sw):.2f} s over {len(sw)})" if sw else "")
+    if b.get("screenshots"):
+        print("  screenshots: " + ", ".join(b["screenshots"]))
+    if b.get("shown_4096_max_s") is not None:
+        print(f"  {'page shown (job panel up), 4096, max':<38} {b['shown_4096_max_s']:7.2f} s")
+
+    def one(r):
+        s = f"{r['s']:.2f}" if r["s"] is not None else f"> {r['timed_out_s']:g} (timed out)"
+        if r.get("job") and r.get("shown_s") is not None:
+            s += f" (shown {r['shown_s']:.2f}, then a job)"
+        return f"{r['to']} {s}"
+
     for key in ("switches_64", "switches_4096"):
         if b.get(key):
-            print(f"    {key}: " + ", ".join(f"{r['to']} " + (f"{r['s']:.2f}" if r["s"] is not None else
-                                                             f"> {r['timed_out_s']:g} (timed out)") for r in b[key]))
+            print(f"    {key}: " + ", ".join(one(r) for r in b[key]))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ An interaction's time runs from the click or the Enter key until the page is idl
 its heading (or the text the interaction must produce) is shown, the app's script
 state (``stApp``'s ``data-test-script-state``) is not running, no background-job panel
 or progress bar is shown, nothing is still loading (no ``stSkeleton``, every
-``stPlotlyChart`` drawn), no element is stale (greyed while a rerun is on its
+``stPlotlyChart`` and ``stVegaLiteChart`` drawn), no element is stale (greyed while a rerun is on its
 way), and the number of drawn plotly charts has stopped changing for
 ``SETTLE_S`` seconds (that quiet period is subtracted from the figure).
 
@@ -18,6 +18,10 @@ Figures (targets from issue 24, on a quiet machine):
 * ``simulate_4096_s``: opening Simulate on ``tpu-v4:16x16x16``, ``data=512,model=8``,
   until the result is drawn, and whether a progress bar was seen on the way (<= 10 s);
 * ``switch_4096_s``: the page switches again at 4096 devices (p50 <= 2 s).
+
+Each switch also records ``shown_s``: the seconds until the page was drawn apart from a
+background job, whose panel (estimate, progress bar, Cancel) then shows (``job``: a
+progress bar was seen); ``shown_4096_max_s`` is the longest of these at 4096 devices.
 """
 
 from __future__ import annotations
@@ -93,11 +97,15 @@ _IDLE_JS = """() => {
   const run = !app || ["running", "rerunRequested", "initial"].includes(app.dataset.testScriptState)
       || app.dataset.testConnectionState !== "CONNECTED";
   const stale = document.querySelectorAll("[data-stale='true']").length;
-  const charts = document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").length;
-  // elements still loading: skeletons, plotly containers not drawn yet
+  const vega = "[data-testid='stMain'] [data-testid='stVegaLiteChart']";
+  const charts = document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot").length
+      + document.querySelectorAll(vega + " canvas, " + vega + " svg.marks").length;
+  // elements still loading: skeletons, plotly and Vega-Lite containers not drawn yet
   const loading = document.querySelectorAll("[data-testid='stMain'] [data-testid='stSkeleton']").length
       + [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stPlotlyChart']")]
-          .filter(e => e.offsetParent !== null && !e.querySelector(".js-plotly-plot")).length;
+          .filter(e => e.offsetParent !== null && !e.querySelector(".js-plotly-plot")).length
+      + [...document.querySelectorAll(vega)]
+          .filter(e => e.offsetParent !== null && !e.querySelector("canvas, svg.marks")).length;
   const job = [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stAlert']")]
       .some(e => /background process/.test(e.innerText || ""))
       || document.querySelectorAll("[data-testid='stMain'] [data-testid='stProgress']").length > 0;
@@ -108,7 +116,8 @@ _IDLE_JS = """() => {
 def wait_idle(page, t0: float, ready=None, limit_s: float = 120.0, seen: dict | None = None) -> float:
     """Seconds from ``t0`` until the page is idle (see the module docstring);
     ``ready()`` must also be true (e.g. a heading is shown). ``seen["progress"]`` is set
-    when a progress bar was drawn on the way."""
+    when a progress bar was drawn on the way, ``seen["shown_s"]`` to the seconds until the
+    page was first drawn apart from a background job (its panel and progress bar shown)."""
     last, since = None, None
     while True:
         now = time.perf_counter()
@@ -117,6 +126,8 @@ def wait_idle(page, t0: float, ready=None, limit_s: float = 120.0, seen: dict | 
         run, stale, charts, job, progress = page.evaluate(_IDLE_JS)
         if seen is not None and progress:
             seen["progress"] = True
+        if seen is not None and "shown_s" not in seen and not run and not stale and (ready is None or ready()):
+            seen["shown_s"] = now - t0
         state = (charts,)
         quiet = not run and not stale and not job and (ready is None or ready())
         if quiet and state == last:
@@ -155,11 +166,44 @@ def _rounds(page, rounds: int = 2, start: str = "Plan", limit_s: float = 120.0) 
     cur = start
     for _ in range(rounds):
         for title in order[order.index(cur) + 1:] + order[:order.index(cur) + 1]:
+            seen: dict = {}
             try:
-                out.append({"to": title, "s": _switch(page, title, limit_s)})
+                out.append({"to": title, "s": _switch(page, title, limit_s, seen)})
             except TimeoutError:
                 out.append({"to": title, "s": None, "timed_out_s": limit_s})
+            out[-1]["shown_s"] = seen.get("shown_s")  # a page waiting on a job: when its panel showed
+            out[-1]["job"] = bool(seen.get("progress"))
             cur = title
+    return out
+
+
+def _slug(title: str) -> str:
+    return title.lower().replace(" ", "-")
+
+
+def screenshots(page, folder: str, tag: str, limit_s: float = 300.0) -> list[str]:
+    """Every page (:data:`PAGES`) in a full-height screenshot, ``<page>-<tag>.png`` in
+    ``folder`` (``plan-64.png``, ``cross-mesh-4096.png``); the viewport is stretched to
+    the page's height (Streamlit scrolls inside its main block, which a full-page
+    screenshot alone would cut). Taken outside the timed figures. Returns the paths."""
+    out = []
+    size = page.viewport_size
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        for title in PAGES:
+            _switch(page, title, limit_s)
+            height = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                                   "\"[data-testid='stMainBlockContainer'], [data-testid='stSidebarContent']\")]"
+                                   ".map(e => e.getBoundingClientRect().top + e.scrollHeight))")
+            page.set_viewport_size({"width": size["width"], "height": int(min(max(height + 40, 900), 9000))})
+            wait_idle(page, time.perf_counter(), _heading(page, title), limit_s)
+            page.wait_for_timeout(400)  # chart transitions
+            path = str(Path(folder) / f"{_slug(title)}-{tag}.png")
+            page.screenshot(path=path, full_page=True)
+            out.append(path)
+            page.set_viewport_size(size)
+    finally:
+        page.set_viewport_size(size)
     return out
 
 
@@ -194,8 +238,6 @@ def run(log=None, big: bool = True, shots: str | None = None, serve: bool = Fals
                 out["first_load_s"] = wait_idle(page, t0, _heading(page, "Plan"))
                 say(f"first load: numbers shown after {out['first_paint_s']:.2f} s, page idle after "
                     f"{out['first_load_s']:.2f} s")
-                if shots:
-                    page.screenshot(path=str(Path(shots) / "bench_plan_64.png"), full_page=True)
                 sw = _rounds(page)
                 out["switches_64"] = sw
                 out["switch_64_s"] = _p50(sw)
@@ -206,6 +248,9 @@ def run(log=None, big: bool = True, shots: str | None = None, serve: bool = Fals
                 out["edits_64"] = edits
                 out["edit_64_s"] = statistics.median(edits)
                 say(f"sidebar edit, 64 devices: p50 {out['edit_64_s']:.2f} s ({', '.join(f'{e:.2f}' for e in edits)})")
+                if shots:  # after the timed figures of this scale (the last edit is the default target)
+                    out["screenshots"] = screenshots(page, shots, "64")
+                    _switch(page, "Plan")
                 if big:
                     for label, value in BIG.items():
                         _fill(page, label, value)
@@ -214,13 +259,15 @@ def run(log=None, big: bool = True, shots: str | None = None, serve: bool = Fals
                     out["simulate_4096_progress_seen"] = bool(seen.get("progress"))
                     say(f"Simulate, 4096 devices: {out['simulate_4096_s']:.2f} s "
                         f"(progress bar seen: {out['simulate_4096_progress_seen']})")
-                    if shots:
-                        page.screenshot(path=str(Path(shots) / "bench_simulate_4096.png"), full_page=True)
                     sw = _rounds(page, start="Simulate", limit_s=300)
                     out["switches_4096"] = sw
                     out["switch_4096_s"] = _p50(sw)
+                    out["shown_4096_max_s"] = max((r["shown_s"] for r in sw if r.get("shown_s") is not None),
+                                                  default=None)
                     say(f"page switch, 4096 devices: p50 {out['switch_4096_s']:.2f} s, "
                         f"max {_p50([max(sw, key=_key)]):.2f} s")
+                    if shots:
+                        out["screenshots"] = out.get("screenshots", []) + screenshots(page, shots, "4096")
             finally:
                 browser.close()
     finally:

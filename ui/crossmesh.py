@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNC_CONFIGS = ROOT / "experiments" / "configs" / "weight-sync"

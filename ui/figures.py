@@ -3,6 +3,7 @@ unit conversion for the axes."""
 
 from __future__ import annotations
 
+import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 import plotly.graph_objects as go
 
 from ui.fmt import byte_unit, fmt_bytes, fmt_seconds, time_unit
@@ -12,66 +13,6 @@ MIB = 1024 * 1024
 
 def step_labels(plan) -> list[str]:
     return [f"{r['step']}: {r['collective']}" for r in plan.rows()]
-
-
-def plan_memory_figure(plan, easy_peak_bytes: int | None = None,
-                       capacity_bytes: int | None = None) -> go.Figure:
-    """Per-device shard size after each step (bars), the live in+out pair during each
-    step (line), the ``max(src, dst)`` bound (dashed) and, when given and in range, the
-    device's memory capacity. The byte unit fits the largest value shown."""
-    rows = plan.rows()
-    x = step_labels(plan)
-    live_b = [rows[0]["shard_bytes"]] + [a["shard_bytes"] + b["shard_bytes"] for a, b in zip(rows[:-1], rows[1:])]
-    top_b = max(max(live_b), plan.bound_bytes)
-    div, unit = byte_unit(top_b)
-    shard = [r["shard_bytes"] / div for r in rows]
-    live = [v / div for v in live_b]
-    fig = go.Figure()
-    fig.add_bar(x=x, y=shard, name="shard per device (type after step)",
-                marker_color="#4C78A8",
-                customdata=[[r["type"], str(r["local_shape"]), fmt_bytes(r["shard_bytes"])] for r in rows],
-                hovertemplate="%{x}<br>%{customdata[0]}<br>local shape %{customdata[1]}"
-                              "<br>%{customdata[2]}<extra></extra>")
-    fig.add_scatter(x=x, y=live, name="live during step (input + output)", mode="lines+markers",
-                    line=dict(color="#F58518"), customdata=[fmt_bytes(v) for v in live_b],
-                    hovertemplate="%{x}<br>%{customdata} live<extra></extra>")
-    fig.add_hline(y=plan.bound_bytes / div, line_dash="dash", line_color="#54A24B",
-                  annotation_text=f"shard bound max(src, dst) = {fmt_bytes(plan.bound_bytes)}",
-                  annotation_position="top left")
-    top = top_b / div * 1.25
-    live_bound = 2 * plan.bound_bytes
-    if live_bound / div <= top * 1.6:  # the live pair's own bound: two buffers within the shard bound
-        top = max(top, live_bound / div * 1.1)
-        fig.add_hline(y=live_bound / div, line_dash="dot", line_color="#F58518",
-                      annotation_text=f"live bound 2 x max(src, dst) = {fmt_bytes(live_bound)}",
-                      annotation_position="top left")
-    if easy_peak_bytes is not None and easy_peak_bytes > plan.bound_bytes:
-        easy = easy_peak_bytes / div
-        if easy <= top * 1.6:
-            top = max(top, easy * 1.1)
-            fig.add_hline(y=easy, line_dash="dot", line_color="#E45756",
-                          annotation_text=f"easy planner's largest shard = {fmt_bytes(easy_peak_bytes)}",
-                          annotation_position="bottom left")
-        else:
-            fig.add_annotation(xref="paper", yref="paper", x=1, y=1, showarrow=False,
-                               xanchor="right", yanchor="top", font=dict(color="#E45756"),
-                               text=f"easy planner's largest shard: {fmt_bytes(easy_peak_bytes)} (off scale)")
-    if capacity_bytes:
-        cap = capacity_bytes / div
-        if cap <= top * 1.6:
-            top = max(top, cap * 1.1)
-            fig.add_hline(y=cap, line_color="#B22222",
-                          annotation_text=f"HBM capacity {fmt_bytes(capacity_bytes)}",
-                          annotation_position="top right")
-    fig.update_yaxes(range=[0, top])
-    fig.update_layout(
-        title="Per-device memory along the plan<br><sup>bars: shard after each step, against max(src, dst); "
-              "line: input + output live during the step, against 2 x max(src, dst)</sup>",
-        yaxis_title=f"memory per device ({unit})", xaxis_title="step (collective)",
-        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
-        margin=dict(l=40, r=20, t=80, b=90), height=460,
-    )
-    return fig
 
 
 def recv_heatmap(plan) -> go.Figure:
@@ -433,7 +374,7 @@ def timeline_figure(res, max_transfers: int = 4000, max_rows: int = 64) -> go.Fi
     order = ["ops"] + labels
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
     fig.update_layout(title=title, barmode="overlay", xaxis_title=f"time ({unit})",
-                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=80 if note else 60, b=40),
+                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=115 if note else 70, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
     fig.update_layout(meta={"transfers": n, "detailed": detailed, "group": group,
                             "aggregate_ops": [a["op"] for a in res.aggregate_ops]})

@@ -128,6 +128,7 @@ class Job:
     args: tuple
     label: str
     estimate_s: float | None
+    kind: str = ""              # the estimate's kind of work (``estimate_s``); a finished job updates its rate
     owners: set = field(default_factory=set)
     state: str = "waiting"      # waiting, running, done, error, cancelled
     done: float = 0.0
@@ -178,7 +179,7 @@ class JobManager:
             return None if j is None else j.result
 
     def submit(self, key: str, func: str, args: tuple, *, session: str, slot: str,
-               label: str = "", estimate_s: float | None = None) -> Job:
+               label: str = "", estimate_s: float | None = None, kind: str = "") -> Job:
         """The job for ``key`` (started or queued if needed), owned by ``session``'s
         ``slot``. A session's earlier job in the same slot loses this owner."""
         with self._lock:
@@ -189,7 +190,7 @@ class JobManager:
             self._release(session, slot, keep=key)
             j = self._jobs.get(key)
             if j is None or j.finished:
-                j = Job(key=key, func=func, args=args, label=label, estimate_s=estimate_s)
+                j = Job(key=key, func=func, args=args, label=label, estimate_s=estimate_s, kind=kind)
                 self._jobs[key] = j
             j.owners.add(session)
             self._by_owner[(session, slot)] = key
@@ -252,19 +253,38 @@ class JobManager:
             running += 1
 
     def _launch(self, j: Job):
+        """Mark ``j`` running and start its worker from the job's own thread: starting a
+        process hands it the job's arguments through a pipe (at 4096 devices, schedules of
+        megabytes: over a second), and the page that asked must not wait for that to draw
+        its progress panel."""
         ctx = _context()
         parent, child = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_worker_main, args=(child, j.func, j.args, WORKER_MEMORY_BYTES),
                         name=f"app-job-{j.label or j.func}", daemon=True)
+        j._proc, j._conn, j.state, j.started = p, parent, "running", time.monotonic()
+        j.text = "starting a worker process"
+        j._thread = threading.Thread(target=self._start_and_read, args=(j, child), name="app-job-reader",
+                                     daemon=True)
+        j._thread.start()
+
+    def _start_and_read(self, j: Job, child):
+        p = j._proc
         try:
             p.start()
         except Exception as e:  # noqa: BLE001 - cannot fork: say so on the page
-            j.state, j.error, j.ended = "error", f"could not start a worker process: {e}", time.monotonic()
+            with self._lock:
+                if not j.finished:
+                    j.state, j.error, j.ended = "error", f"could not start a worker process: {e}", time.monotonic()
+                    j.user_error = False
+                self._start_waiting()
             return
-        child.close()
-        j._proc, j._conn, j.state, j.started = p, parent, "running", time.monotonic()
-        j._thread = threading.Thread(target=self._read, args=(j,), name="app-job-reader", daemon=True)
-        j._thread.start()
+        finally:
+            child.close()
+        if j.finished:  # cancelled while it started (``_stop`` saw no live process)
+            p.terminate()
+            threading.Thread(target=_kill_later, args=(p,), daemon=True).start()
+            return
+        self._read(j)
 
     def _read(self, j: Job):
         conn = j._conn
@@ -302,6 +322,10 @@ class JobManager:
                            "smaller array or mesh")
                 j.user_error = False
             j.ended = time.monotonic()
+            if j.state == "done" and j.kind and isinstance(j.result, dict):
+                # the next estimate learns from this run: its units over the time the user
+                # waited from the worker's start (process start-up included)
+                note_rate(j.kind, j.result.get("units", 0), j.ended - j.started)
             self._start_waiting()
         try:
             conn.close()
@@ -417,11 +441,29 @@ def inline_s() -> float:
         return INLINE_S
 
 
+#: Kinds whose rate has learnt from a run on this server (else the estimate is the seed's).
+_LEARNT: set = set()
+
+
+#: Runs shorter than this do not change a rate: their time is mostly fixed costs (and the
+#: first-call costs of a cold server), which would make the rate of real work look slow.
+LEARN_MIN_S = 1.0
+
+
 def note_rate(kind: str, units: float, seconds: float) -> None:
-    """Fold a finished run into the rate (exponential average)."""
-    if units > 0 and seconds > _BASE_S + 0.05:
+    """Fold a finished run of at least :data:`LEARN_MIN_S` into the rate: the first one
+    replaces the seed, later ones are averaged in (exponentially, half each)."""
+    if units > 0 and seconds >= LEARN_MIN_S:
         r = units / (seconds - _BASE_S)
-        _RATE[kind] = 0.5 * _RATE.get(kind, r) + 0.5 * r
+        _RATE[kind] = 0.5 * _RATE[kind] + 0.5 * r if kind in _LEARNT and kind in _RATE else r
+        _LEARNT.add(kind)
+
+
+def estimate_basis(kind: str) -> str:
+    """Where :func:`estimate_s`'s rate comes from, in words for the page."""
+    if kind in _LEARNT:
+        return "from the rate of earlier runs on this server"
+    return "from the rate measured on a busy 2-core machine; this server has not run one yet"
 
 
 def estimate_s(kind: str, units: float) -> float:

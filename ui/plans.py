@@ -271,7 +271,33 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
     return out
 
 
-# -- the Plan page's pictures, cached (plotly imported only here, off the first paint) --------
+#: The step table's columns (``plan.rows()`` fields, formatted).
+STEP_COLUMNS = ("step", "collective", "type after", "local shape", "shard bytes", "received bytes (max device)",
+                "pending sum over", "padded")
+
+
+def steps_table(plan: synth.Plan) -> str:
+    """The plan's steps as a Markdown table (a handful of rows: no data grid, so the first
+    paint loads neither pandas nor the grid's JavaScript). Types, shapes and collectives are
+    code spans, shown as typed (types and shapes kept on one line). Example row: ``| 1 | `AllToAll(1->0, model)` |
+    `[8192{data,model}, 32768]` | `(128, 32768)` | 8 MiB | 6 MiB | - | - |``."""
+    from ui.fmt import fmt_bytes
+
+    def code(text, keep=False):  # keep: no line break inside (non-breaking spaces)
+        text = str(text).replace("`", "'")
+        return "`" + (text.replace(" ", "\u00a0") if keep else text) + "`"
+
+    lines = ["| " + " | ".join(STEP_COLUMNS) + " |", "|" + "---|" * len(STEP_COLUMNS)]
+    for r in plan.rows():
+        cells = [str(r["step"]), code(r["collective"]), code(r["type"], True), code(tuple(r["local_shape"]), True),
+                 fmt_bytes(r["shard_bytes"]), fmt_bytes(r["recv_bytes"]),
+                 ",".join(r.get("unreduced") or []) or "-", "yes" if r.get("padded") else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- the Plan page's pictures, cached (plotly imported only here, off the first paint; the memory
+#    chart is Vega-Lite, ui.charts) ---------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=128)
 def layout_picture(type_text: str, mesh_text: str, title: str, exact: bool):
     """``(figure, summarised, per-axis text)`` of a type's layout on a mesh: the exact
@@ -287,14 +313,27 @@ def layout_picture(type_text: str, mesh_text: str, title: str, exact: bool):
     return fig, big and not exact, figures.layout_axes_text(t, mesh)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _plan_figures(plan_json_text: str, easy_peak_bytes: int, capacity_bytes: int | None):
-    from ui import figures
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plan_memory_chart(plan_json_text: str, easy_peak_bytes: int, capacity_bytes: int | None) -> dict:
+    from ui import charts
 
     plan = synth.Plan.from_dict(json.loads(plan_json_text))
-    return figures.plan_memory_figure(plan, easy_peak_bytes, capacity_bytes), figures.recv_heatmap(plan)
+    return charts.plan_memory_spec(plan, easy_peak_bytes, capacity_bytes)
 
 
-def plan_figures(plan: synth.Plan, easy_peak_bytes: int, capacity_bytes: int | None):
-    """``(memory figure, received-bytes heat map)`` of a plan (cached)."""
-    return _plan_figures(plan.to_json(), int(easy_peak_bytes), capacity_bytes)
+def plan_memory_chart(plan: synth.Plan, easy_peak_bytes: int, capacity_bytes: int | None) -> dict:
+    """The memory chart's Vega-Lite spec (``ui.charts.plan_memory_spec``, cached): the
+    Plan page's first picture, drawn without plotly so the first load does not wait for it."""
+    return _plan_memory_chart(plan.to_json(), int(easy_peak_bytes), capacity_bytes)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _recv_figure(plan_json_text: str):
+    from ui import figures
+
+    return figures.recv_heatmap(synth.Plan.from_dict(json.loads(plan_json_text)))
+
+
+def recv_figure(plan: synth.Plan):
+    """The received-bytes heat map of a plan (plotly, cached, shared between sessions)."""
+    return _recv_figure(plan.to_json())

@@ -33,10 +33,21 @@ def _schedule_key(schedule: synth.Schedule) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _inline(func: str, args: tuple):
+#: Keys of the work computed inline (``_inline``'s cache holds each result): asked for
+#: again, the result is served from that cache whatever the estimate says by then.
+_INLINE_KEYS: dict[str, None] = {}
+_INLINE_MAX = 64
+
+
+@st.cache_resource(show_spinner=False, max_entries=_INLINE_MAX)
+def _inline(func: str, args: tuple, kind: str = ""):
+    from ui import jobs
+
     mod, name = func.split(":")
-    return getattr(importlib.import_module(mod), name)(*args)
+    view = getattr(importlib.import_module(mod), name)(*args)
+    if kind and isinstance(view, dict):  # computed now (not a cache hit): the rate learns from it
+        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
+    return view
 
 
 @st.cache_resource(show_spinner=False)
@@ -46,18 +57,19 @@ def warm_up():
     asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
     import threading
 
-    # Import pandas and pyarrow here, in the script thread, before the warm-up thread
-    # builds its plotly figures: plotly asks ``sys.modules.get("pandas")`` (without
-    # importing), and while another thread is half-way through ``import pandas`` it gets
-    # the partially initialised module and fails with "partially initialized module
-    # 'pandas' has no attribute ... (most likely due to a circular import)". The pages
-    # import both anyway (tables), so this costs nothing after the first page.
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-
+    # pandas and pyarrow are imported by the thread, not by the page's script run, so the
+    # first page (which needs neither) does not wait for them. Plotly reads
+    # ``sys.modules["pandas"]`` without importing it and fails on a half-imported module
+    # ("partially initialized module 'pandas' ... circular import"), so every module that
+    # uses plotly (ui.figures, ui.crossmesh, the Calibration page) imports pandas first:
+    # a script thread reaching plotly while this thread is half-way through the import
+    # waits at that ``import pandas`` for it to finish (Python's per-module import lock).
     from ui import jobs, work
 
     def run():
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+
         try:
             jobs.prestart()   # the fork server of the job workers, warmed up too
         except Exception:  # noqa: BLE001 - jobs start it themselves then
@@ -136,13 +148,14 @@ def run_work(slot: str, func: str, args: tuple, units: float, what: str, kind: s
         return Pending(jobs.Job(key=key, func=func, args=args, label=what, estimate_s=est,
                                 state="cancelled"), slot, what)
     st.session_state.pop(marker, None)
-    if est <= jobs.inline_s():
-        view = _inline(func, args)
-        jobs.note_rate(kind, view.get("units", 0), view.get("wall_s", 0))
+    if key in _INLINE_KEYS or est <= jobs.inline_s():
+        view = _inline(func, args, kind)
+        _INLINE_KEYS[key] = None
+        while len(_INLINE_KEYS) > _INLINE_MAX:
+            _INLINE_KEYS.pop(next(iter(_INLINE_KEYS)))
         return view
-    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est)
-    if job.state == "done":
-        jobs.note_rate(kind, job.result.get("units", 0), job.result.get("wall_s", 0))
+    job = m.submit(key, func, args, session=jobs.session_id(), slot=slot, label=what, estimate_s=est, kind=kind)
+    if job.state == "done":  # its rate was noted when it finished
         return job.result
     return Pending(job, slot, what)
 

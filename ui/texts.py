@@ -17,6 +17,12 @@ BANDWIDTH_NOTE = (
 )
 
 
+#: The Simulate page's op table in two parts, each narrow enough for the page.
+OPS_TIME_COLUMNS = ("op", "kind", "algorithm", "n", "start", "duration", "analytic estimate", "recv per device",
+                    "out buffer")
+OPS_BANDWIDTH_COLUMNS = ("op", "kind", "algbw", "busbw", "link peak", "bus peak")
+
+
 def ops_frame(ops: list[dict]) -> pd.DataFrame:
     return pd.DataFrame({
         "op": [o["index"] for o in ops],
@@ -99,3 +105,19 @@ def model_error_text(me) -> str | None:
     return (f"Model error for this machine class ({me.get('system')}): {me['mape_pct']:.1f} % mean absolute "
             f"error against {me.get('n') or 'the'} published measurements{worst} "
             "(`python -m simulator validate`).")
+
+
+#: The strategies' table in three parts, each narrow enough for the page: ``(title, columns
+#: after "strategy", caption)``.
+COMPARE_TABLES = (
+    ("Time", ("compiler", "collectives", "simulated time", "collectives only", "local ops",
+              "time / lower bound"), None),
+    ("Memory", ("peak memory per device", "compiled temp", "compiled peak", "full rematerialization"),
+     "Peak memory per device: the simulated schedule's largest live bytes on a device. Compiled temp: the "
+     "compiled program's temporaries per device; compiled peak: the compiler's own peak of live buffers per "
+     "device (arguments, outputs and temporaries in every memory space, from memory_analysis), which shows a "
+     "rematerialisation that libtpu keeps out of HBM temporaries."),
+    ("Links", ("bytes on links", "slowest op", "its algbw", "its busbw", "bus peak"),
+     "algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate page); "
+     "bus peak: a chip's injection bandwidth."),
+)

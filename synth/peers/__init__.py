@@ -344,6 +344,76 @@ def fused_plan(plan: Plan) -> Plan:
                       planner=f"{plan.planner}+fuse")
 
 
+#: Work budget of the proof search that decides whether any plan over our move set matches
+#: an unrunnable peer sequence, where the default budget did not prove our plan optimal
+#: (10x the default; 0.5 s of CPU on the one Shardy case that needs it).
+PROOF_BUDGET_MOVES = 500_000
+
+#: Verdicts on a peer sequence that cannot run in the JAX padded layout (``unrunnable``).
+VERDICTS = {
+    "below_recv_bound": "it receives less than the receive lower bound of the JAX layout: "
+                        "no plan there, whatever its moves, can match it",
+    "no_plan_over_the_move_set": "no plan over our move set within the bound has its "
+                                 "collectives and bytes (our search is proven optimal and such "
+                                 "a plan would cost less)",
+    "no_plan_at_its_memory": "no plan over our move set keeps the largest shard as small as it "
+                             "does (our search proved the least largest shard)",
+    "peer_over_bound": "it exceeds max(src, dst), where our search does not look; not decided "
+                       "whether a plan over our move set at its memory matches it",
+    "undecided": "not decided (our search did not prove its optimum within the proof budget)",
+}
+
+
+def unrunnable_verdict(case: dict, peer: Side, lower: int | None, ours_plan, planner: str = "auto",
+                       kw: dict | None = None) -> dict:
+    """Why no plan that runs matches a peer sequence that cannot run as written.
+
+    * ``below_recv_bound``: the peer's bytes (costed from its types, summed over its ops) are
+      below the receive lower bound of the JAX layout, which bounds every plan.
+    * ``no_plan_over_the_move_set``: our search proved its optimum ``C*`` over the documented
+      move set within the memory bound (at the default work budget, or else at
+      :data:`PROOF_BUDGET_MOVES`), under the default cost (``alpha`` per collective plus the
+      bytes of each step's neediest device over the bandwidth). A plan over the move set
+      with at most the peer's ``c`` collectives and ``B`` bytes summed over its steps would
+      cost at most ``c*alpha + B/bw``; where that is below ``C*``, no such plan exists.
+      Example: ``all_to_all_subaxis_and_full_axis_then_all_gather``, Shardy's 3 ops and
+      352 B would cost 15.007 us; our optimum is 15.0096 us (3 collectives, 480 B).
+    * ``no_plan_at_its_memory``: the peer exceeds max(src, dst) and our search proved that
+      no plan over the move set keeps the largest shard at or below the peer's;
+      ``peer_over_bound``: the peer exceeds max(src, dst) and that is not so (our search
+      looks only within the bound there);
+    * ``undecided``: none holds (the proof search ran out, or the peer's figures would
+      not cost less than our optimum)."""
+    from synth.planners import DefaultCost
+
+    if lower is not None and peer.recv_bytes < lower:
+        return {"verdict": "below_recv_bound", "peer_bytes": peer.recv_bytes, "recv_lower_bound_bytes": lower}
+    if (not isinstance(ours_plan, Plan) or (kw or {}).get("cost") is not None
+            or (kw or {}).get("move_set", "full") != "full"):
+        return {"verdict": "undecided"}
+    srch, proof = ours_plan.search or {}, None
+    if not peer.within_bound:
+        least = srch.get("min_max_shard_bytes")
+        if least is not None and least > peer.max_shard_bytes:
+            return {"verdict": "no_plan_at_its_memory", "peer_max_shard_bytes": peer.max_shard_bytes,
+                    "least_max_shard_bytes": least}
+        return {"verdict": "peer_over_bound", "peer_max_shard_bytes": peer.max_shard_bytes}
+    if not (srch.get("optimal") and srch.get("optimal_over") != "whole-axes"):
+        opts = dict(kw or {}, budget_moves=PROOF_BUDGET_MOVES)
+        opts.setdefault("budget_ms", 60_000)
+        srch = _synthesize(case["mesh"], case["src"], case["dst"], planner, case["itemsize"],
+                           tuple(sorted(opts.items()))).search or {}
+        proof = PROOF_BUDGET_MOVES
+    if not (srch.get("optimal") and srch.get("optimal_over") != "whole-axes"):
+        return {"verdict": "undecided", "proof_budget_moves": proof}
+    cost = DefaultCost()
+    floor = peer.collectives * cost.alpha_s + peer.recv_bytes / cost.bandwidth_Bps
+    if floor < srch["optimum_s"] * (1 - 1e-12):
+        return {"verdict": "no_plan_over_the_move_set", "peer_cost_s": floor, "our_optimum_s": srch["optimum_s"],
+                "proof_budget_moves": proof}
+    return {"verdict": "undecided", "proof_budget_moves": proof}
+
+
 def _cmp(a: int, b: int) -> str:
     return "more" if a > b else "fewer" if a < b else "equal"
 
@@ -370,6 +440,7 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
                     lower is not None and t["recv_bytes"] == lower,
                     tuple(op["op"] for op in ops))
         replayed, why = False, str(e)
+    verdict = None if replayed else unrunnable_verdict(case, peer, lower, ours_plan, planner, kw)
     no_worse = ours.collectives <= peer.collectives and ours.recv_bytes <= peer.recv_bytes
     no_better = peer.collectives <= ours.collectives and peer.recv_bytes <= ours.recv_bytes
     differ = (ours.collectives, ours.recv_bytes) != (peer.collectives, peer.recv_bytes)
@@ -385,6 +456,7 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
         "dominates": no_worse and differ,
         "over_bound_peer_within": (not ours.within_bound) and peer.within_bound,
         "peer_replayed": replayed, "peer_not_replayed_why": why,
+        "peer_unrunnable_verdict": verdict,
     }
 
 
@@ -406,6 +478,10 @@ def summarize(rows: list[dict]) -> dict:
         "at_recv_bound_ours": sum(r["ours"]["at_recv_bound"] for r in comp),
         "at_recv_bound_peer": sum(r["peer"]["at_recv_bound"] for r in comp),
         "peer_not_replayed": sum(not r["peer_replayed"] for r in rows),
+        "dominated_runnable": sum(r["dominated"] and r["peer_replayed"] for r in rows),
+        "dominated_unrunnable": {v: sum(r["dominated"] and not r["peer_replayed"]
+                                        and r["peer_unrunnable_verdict"]["verdict"] == v for r in rows)
+                                 for v in VERDICTS},
         "dominated_tests": [r["test"] for r in rows if r["dominated"]],
         "over_bound_peer_within_tests": [r["test"] for r in rows if r["over_bound_peer_within"]],
     }
@@ -422,7 +498,7 @@ def run_peers(suites=SUITES, planner: str = "auto", progress=None, fuse: bool = 
         for i, case in enumerate(suite["cases"]):
             ours = our_plan(case, planner, fuse, **kw)
             for peer, alt in PEERS[name]:
-                rows[peer].append(compare_case(case, planner, alt, ours_plan=ours))
+                rows[peer].append(compare_case(case, planner, alt, ours_plan=ours, **kw))
             if progress is not None:
                 progress(name, i + 1, len(suite["cases"]))
         for peer, _ in PEERS[name]:
@@ -441,6 +517,9 @@ def format_report(res: dict) -> str:
         lines += [
             f"  {name}: {m['cases']} cases ({s['not_expressible']} not expressible, listed in {s['file']})",
             f"    dominated by the peer        {m['dominated']:4d}   (target 0)",
+            f"      by a peer sequence that runs                     {m['dominated_runnable']:3d}",
+            f"      by one that cannot run in JAX's padded layout    "
+            f"{m['dominated'] - m['dominated_runnable']:3d}",
             f"    dominating the peer          {m['dominates']:4d}",
             f"    collectives  more {c['more']:3d}  equal {c['equal']:3d}  fewer {c['fewer']:3d}",
             f"    recv bytes   more {b['more']:3d}  equal {b['equal']:3d}  fewer {b['fewer']:3d}",
@@ -451,6 +530,16 @@ def format_report(res: dict) -> str:
         if m["peer_not_replayed"]:
             lines.append(f"    peer's sequence costed from its types only (it breaks the JAX padded layout on an "
                          f"uneven dim, so it cannot run as written): {m['peer_not_replayed']}")
-        if m["dominated_tests"]:
-            lines.append("    dominated: " + ", ".join(m["dominated_tests"]))
+        for r in s["rows"]:
+            if not r["dominated"]:
+                continue
+            o, q = r["ours"], r["peer"]
+            head = (f"    dominated: {r['test']}: ours {o['collectives']} coll. {o['recv_bytes']} B "
+                    f"(largest shard {o['max_shard_bytes']} B), peer {q['collectives']} coll. {q['recv_bytes']} B "
+                    f"({q['max_shard_bytes']} B)")
+            if r["peer_replayed"]:
+                lines.append(head + " (the peer's sequence runs)")
+            else:
+                v = r["peer_unrunnable_verdict"]["verdict"]
+                lines.append(head + f" (costed from its types; cannot run as written: {VERDICTS[v]})")
     return "\n".join(lines)

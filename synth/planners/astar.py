@@ -197,11 +197,12 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                 if steps[0][0] == "permute_class":
                     c = sp.permute_floor(sp.states[i])
                     g2 = _add(g, c)
-                    if upper is not None and key(g2, _ZERO) >= upper:
+                    hc = sp.h_class(sp.states[i])  # a bound over every member's rest
+                    if upper is not None and key(g2, hc) >= upper:
                         continue
-                    if time_limit is not None and g2[0] > time_limit:
+                    if time_limit is not None and g2[0] + hc[0] > time_limit:
                         continue
-                    push(heap, (key(g2, _ZERO), 0.0, next(counter), g2, ("class", node, g)))
+                    push(heap, (key(g2, hc), hc[0], next(counter), g2, ("class", node, g)))
                     continue
                 if sh2 > cap:
                     continue

@@ -158,6 +158,9 @@ class Space:
         self.size = mesh.size
         self._exact = self.size <= EXACT_NEED_DEVICES
         self._sub: dict = {}
+        self._prods: dict = {}
+        self._t_shard = self.info(self.T[0])[2]
+        self._t_regions = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -450,8 +453,11 @@ class Space:
         if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
             return False
         s0, e0 = self.to_type(state).regions(self.mesh)
-        s1, e1 = self.to_type(self.T).regions(self.mesh)
-        empty = ~(e1 > s1).all(axis=1)
+        tr = self._t_regions
+        if tr is None:  # the target's blocks and which are empty: once per problem
+            s1, e1 = self.to_type(self.T).regions(self.mesh)
+            tr = self._t_regions = (s1, e1, ~(e1 > s1).all(axis=1))
+        s1, e1, empty = tr
         inside = ((s0 <= s1) & (e1 <= e0)).all(axis=1)
         return bool((empty | inside).all())
 
@@ -489,6 +495,33 @@ class Space:
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
+
+    def deficit_bytes(self, shard: int) -> int:
+        """Bytes device 0 must still receive from any state of ``shard`` elements, when
+        no sums are pending in the target: its target block is the whole local shape
+        (block 0 of every dim is never short, uneven dims included), it holds at most
+        ``shard`` elements of it, and each other element must arrive (no local op makes
+        a final value). Example: ``[10{x}] -> [10]`` on ``x=5``: 10 - 2 = 8 elements.
+        0 where the target leaves sums pending (Unreduce and ShardedToUnreduced fill
+        partial values locally)."""
+        if self.T[1]:
+            return 0
+        tsh = self._t_shard
+        return (tsh - shard) * self.itemsize if tsh > shard else 0
+
+    def h_class(self, state):
+        """Admissible bound on the rest of the way from *every* member of ``state``'s
+        permute class (the types with its splits and pending sums), without enumerating
+        them: a member holds ``shard`` elements, so where device 0 lacks
+        :meth:`deficit_bytes` > 0 of its target block no member reaches the target by
+        local steps (one more communicating op at least, receiving that much); else 0.
+        Example, ``[1920{z,x,y,v,w}] -> [1920{w,v}]`` (1920 devices): a member holds 2
+        elements of the 48 of its target block, so every member needs one collective
+        receiving 46 elements more: the class entry's key is the permute plus that."""
+        m = self.deficit_bytes(self.shard(state))
+        if m <= 0:
+            return _ZERO3
+        return (max(self.floor, self.bytes_lb(m)), m, 1)
 
     def _overlap_dev(self, i, axes):
         """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
@@ -586,6 +619,18 @@ class Space:
         self._class[key] = out
         return out
 
+    def split_products(self, U):
+        """The products of every set of factors not in ``U`` (ascending): the numbers of
+        blocks a dim can be split into."""
+        got = self._prods.get(U)
+        if got is None:
+            out = {1}
+            for k, n in enumerate(self.sz):
+                if k not in U:
+                    out |= {p * n for p in out}
+            got = self._prods[U] = tuple(sorted(out))
+        return got
+
     def goal_adjacent(self, splits, U):
         """Dims of these splits from which the target is reached by gathers then slices:
         a prefix of every target dim, then other axes (in mesh order)."""
@@ -664,6 +709,7 @@ class Space:
         fast = self.fast
         ab = self._ab_i
         self._cur = (state[0], ia)
+        perm = None  # the cost of a permute that keeps the splits (the source's shard)
         for gen in MOVES.values():
             for steps, s2 in gen(self, state, full):
                 kind = steps[0][0]
@@ -679,6 +725,17 @@ class Space:
                 if len(steps) > 1:
                     if live < two:
                         live = two
+                    if fast and len(steps) == 2 and kind == "all_permute":
+                        # a reordering permute, then the gather / all-to-all it enables: the
+                        # permute keeps the splits, so the middle type's info is ``ia``'s
+                        # (no lookup) and the permute costs the source's shard
+                        x = ab(last, ia, ib)
+                        if x is not None:
+                            if perm is None:
+                                perm = ab(steps[0], ia, ia)
+                            v.append((steps, j, ib[2], (perm[0] + x[0], perm[1] + x[1], perm[2] + x[2]),
+                                      live))
+                            continue
                 elif kind == "dyn_slice":
                     v.append((steps, j, ib[2], None, live))
                     continue
@@ -954,6 +1011,8 @@ def _permute_moves(sp: Space, state, full):
     splits = sp.info(dims)[0]
     if sp.relabel:
         yield from _relabel_moves(sp, state)
+    if U:
+        yield from _pending_swap_moves(sp, state)
     if full:  # one class entry; the engine enumerates the members when it pops it
         yield (("permute_class",),), state
         return
@@ -993,6 +1052,46 @@ def _relabel_moves(sp: Space, state):
             if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
                 d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
                 yield (("all_permute", (d2, U)),), (d2, U)
+    yield from _other_split_moves(sp, state)
+
+
+def _other_split_moves(sp: Space, state):
+    """AllPermute to the goal-adjacent types (:meth:`Space.goal_adjacent`: a prefix of every
+    target dim, then other factors) of *other* splits with the same local shape (uneven
+    problems only). Example, ``x=3,y=2,z=2``: ``[6{y,z}] -> [6{z,y,x}]`` (bound: 2 elements a
+    device): ``[6{y,z}]`` (4 blocks of 2) permutes to ``[6{x}]`` (3 blocks of 2), slices
+    ``y`` and permutes to the target, within the bound, where the one-factor relabels cannot
+    leave ``[6{y,z}]`` and the plan gathered the whole array (3x the bound)."""
+    dims, U = state
+    splits, loc, _, _ = sp.info(dims)
+    per = []
+    for i, n in enumerate(sp.shape):
+        per.append([p for p in sp.split_products(U) if -(-n // p) == loc[i]])
+    for s2 in itertools.product(*per):
+        if s2 == splits:
+            continue
+        for d2 in sp.goal_adjacent(s2, U):
+            if d2 != dims:
+                yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _pending_swap_moves(sp: Space, state):
+    """AllPermute that moves a pending sum to another factor of the same size: a pending
+    factor ``a`` and a factor ``b`` not pending (splitting a dim, or replicated) swap
+    places, so the blocks per dim stay and the group of partial parts keeps its size (see
+    :class:`synth.collectives.AllPermute`). Example, ``a=4,b=2`` (factors ``a:(1)2,
+    a:(2)2, b``): ``[16{a}, 24]{U:b} -> [16{b,a:(2)2}, 24]{U:a:(1)2}``, after which a
+    ShardedToUnreduced and one all-reduce reach ``[16{b}, 24]`` in 2 collectives within the
+    bound (DTensor reduces, gathers 16 rows, then slices: 2 collectives, twice the bound)."""
+    dims, U = state
+    sz = sp.sz
+    for a in U:
+        for b in range(len(sz)):
+            if b in U or sz[b] != sz[a]:
+                continue
+            d2 = tuple(tuple(a if x == b else x for x in ax) for ax in dims)
+            U2 = tuple(sorted(b if x == a else x for x in U))
+            yield (("all_permute", (d2, U2)),), (d2, U2)
 
 
 def _subsets(xs):

@@ -10,7 +10,7 @@ from synth.errors import RedistributionError
 from ui import background, compute, figures, scenario, share, xla_compare
 from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
-from ui.texts import lower_bound_help
+from ui.texts import COMPARE_TABLES, lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
 
 SCALES = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
@@ -181,12 +181,12 @@ def main():
                        "schedules: compare their collectives only. 'shardy r2c' is the plan Shardy's own "
                        "reshard-to-collectives pass chooses, lowered and compiled like ours (XLA in jax 0.10.2 "
                        "cannot be made to use that pass itself; see docs/executor.md).")
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption("Compiled temp: the compiled program's temporaries per device; compiled peak: the compiler's own "
-               "peak of live buffers per device (arguments, outputs and temporaries in every memory space, from "
-               "memory_analysis), which shows a rematerialisation that libtpu keeps out of HBM temporaries. "
-               "algbw/busbw of each strategy's slowest op, by nccl-tests' conventions (see the Simulate "
-               "page); bus peak: a chip's injection bandwidth.")
+    table = pd.DataFrame(rows)
+    for title, cols, note in COMPARE_TABLES:  # three narrow tables, not one wider than the page
+        st.markdown(f"**{title}**")
+        st.dataframe(table[["strategy", *cols]], hide_index=True, key=f"cmp_table_{cols[0]}")
+        if note:
+            st.caption(note)
 
     names = list(results)
     fig = figures.strategies_figure(names, [results[n]["summary"]["time_s"] for n in names],

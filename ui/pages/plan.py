@@ -7,25 +7,9 @@ import json
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import machines, plans, scenario, share
+from ui import charts, machines, plans, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_seconds
-
-
-def _steps_frame(plan):
-    import pandas as pd  # off the first paint: the metrics and claims are drawn before it
-
-    rows = plan.rows()
-    return pd.DataFrame({
-        "step": [r["step"] for r in rows],
-        "collective": [r["collective"] for r in rows],
-        "type after": [r["type"] for r in rows],
-        "local shape": [str(tuple(r["local_shape"])) for r in rows],
-        "shard bytes": [fmt_bytes(r["shard_bytes"]) for r in rows],
-        "received bytes (max device)": [fmt_bytes(r["recv_bytes"]) for r in rows],
-        "pending sum over": [",".join(r.get("unreduced") or []) or "-" for r in rows],
-        "padded": ["yes" if r.get("padded") else "-" for r in rows],
-    })
 
 
 def _pct(part, whole) -> str:
@@ -84,13 +68,12 @@ def _pictures(plan, easy, cap):
     if st.session_state.get("plan_view") not in VIEWS:
         st.session_state["plan_view"] = VIEWS[0]
     mem, layout, recv = st.tabs(list(VIEWS), key="plan_view", on_change=share.save_page_fields)
-    if mem.open or recv.open:
-        mem_fig, recv_fig = plans.plan_figures(plan, easy.max_shard_bytes, cap)  # plotly: after the numbers
-        if mem.open:
-            mem.plotly_chart(mem_fig, key="plan_memory_chart")
-        if recv.open:
-            recv.caption("The bytes every device receives in every step (colour scale from 0).")
-            recv.plotly_chart(recv_fig, key="plan_recv_heatmap")
+    if mem.open:  # Vega-Lite, not plotly: the first paint does not load plotly.js (4.7 MB)
+        mem.vega_lite_chart(plans.plan_memory_chart(plan, easy.max_shard_bytes, cap), key="plan_memory_chart",
+                            width="stretch", height=charts.MEMORY_HEIGHT_PX)
+    if recv.open:
+        recv.caption("The bytes every device receives in every step (colour scale from 0).")
+        recv.plotly_chart(plans.recv_figure(plan), key="plan_recv_heatmap")
     if layout.open:
         with layout:
             _layout_section(plan)
@@ -167,7 +150,7 @@ def main():
     _claims(plan)
 
     st.subheader("Steps")
-    st.dataframe(_steps_frame(plan), hide_index=True)
+    st.markdown(plans.steps_table(plan))
     _pictures(plan, easy, cap)
 
     st.subheader("Export")
@@ -184,11 +167,15 @@ def main():
                            help="A runnable shard_map program that performs this plan.")
     else:
         e2.info(why)
-    with st.expander("Plan JSON"):
-        st.code(text, language="json")
+    # drawn only when opened (a rerun): the code highlighter is 1.5 MB of JavaScript that the
+    # first load need not wait for
+    box = st.expander("Plan JSON", key="plan_json_open", on_change="rerun")
+    if box.open:
+        box.code(text, language="json")
     if code is not None:
-        with st.expander("JAX code"):
-            st.code(code, language="python")
+        box = st.expander("JAX code", key="plan_code_open", on_change="rerun")
+        if box.open:
+            box.code(code, language="python")
 
 
 main()

@@ -8,7 +8,8 @@ from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
-from ui.texts import BANDWIDTH_NOTE, lower_bound_help, model_error_text, ops_frame
+from ui.texts import (BANDWIDTH_NOTE, OPS_BANDWIDTH_COLUMNS, OPS_TIME_COLUMNS, lower_bound_help, model_error_text,
+                      ops_frame)
 
 PLACEMENT_HELP = (
     "Which chip each mesh device runs on. Empty or 'row-major': device d on chip d. "
@@ -102,7 +103,10 @@ def main():
     if memory.open:
         memory.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
-    st.dataframe(ops_frame(view["ops"]), hide_index=True, key="sim_ops_table")
+    ops = ops_frame(view["ops"])
+    st.dataframe(ops[list(OPS_TIME_COLUMNS)], hide_index=True, key="sim_ops_table")
+    st.markdown("**Bandwidth of each op**")  # a second table: one with every column is wider than the page
+    st.dataframe(ops[list(OPS_BANDWIDTH_COLUMNS)], hide_index=True, key="sim_ops_bandwidth")
     st.caption(BANDWIDTH_NOTE)
 
 

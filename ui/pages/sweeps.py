@@ -24,7 +24,8 @@ def _pick_folder() -> str | None:
             st.session_state["sweeps_pick"] = found[0]
         picked = c1.selectbox("Results folder", found, key="sweeps_pick",
                               help="Folders under results*/ with a rows.jsonl, newest first.")
-    typed = c2.text_input("...or a path", key="sweeps_dir", placeholder="results/smoke",
+    typed = (c2 if found else c1).text_input("...or a path" if found else "Results folder (a path)",
+                                             key="sweeps_dir", placeholder="results/smoke",
                           help="A folder written by `python -m experiments run`, under the results root "
                                f"({files.results_root()}; set APP_RESULTS_ROOT to change it).")
     return typed.strip() or picked

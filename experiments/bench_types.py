@@ -1,6 +1,6 @@
 """Ours vs XLA on the suites' pending-sum, uneven and sub-axis cases (8 CPU devices).
 
-    python -m executor.bench_types [--max-bytes 268435456] [--json]
+    python -m experiments.bench_types [--max-bytes 268435456] [--json]
 
 For every such case of the ``transformer`` and ``pending-sums`` suites that fits on 8
 devices: our ``normal`` plan (its collectives, largest shard against the memory bound
@@ -91,14 +91,14 @@ def run(max_bytes: int) -> list[dict]:
 def main(argv=None) -> int:
     from synth.cli import UserErrorParser
 
-    p = UserErrorParser(prog="python -m executor.bench_types", description=__doc__.split("\n\n")[0])
+    p = UserErrorParser(prog="python -m experiments.bench_types", description=__doc__.split("\n\n")[0])
     p.add_argument("--max-bytes", type=int, default=256 << 20,
                    help="largest physical input to place on the CPU devices (default 256 MiB)")
     p.add_argument("--json", action="store_true")
     try:
         args = p.parse_args(argv)
         if args.max_bytes < 1:
-            raise RedistributionError("--max-bytes must be >= 1")
+            raise RedistributionError(f"--max-bytes {args.max_bytes}: must be a positive number of bytes; pass e.g. --max-bytes 268435456 (256 MiB)")
         rows = run(args.max_bytes)
     except RedistributionError as e:
         import sys
