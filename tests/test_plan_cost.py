@@ -94,7 +94,6 @@ def test_reduce_scatter_over_a_whole_tpu_slice_costs_what_libtpu_compiles():
 
     from synth import parse_type
     from synth.interp import check_blocks, interpret
-
     from synth.types import refine_type
 
     m = plan.work_mesh  # the steps name factors of fsdp
