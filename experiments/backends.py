@@ -60,12 +60,16 @@ AUTO_BUDGET_S = 120.0
 #: The work budget of ``auto`` in sweeps, in moves examined x devices: a machine's cost
 #: of one move grows with the mesh (every op is costed on the whole machine), so sweeps
 #: give ``AUTO_WORK_MOVE_DEVICES / devices`` moves (at least :data:`AUTO_MIN_MOVES`, at
-#: most synth's default): 25,000 moves on 8 devices, 781 on 256, 48 on 4096. It is a
-#: function of the case alone, so every run of a sweep gives the same plans on any host
-#: at any load, and each search stays well inside the safety cap on this project's 2-core
-#: VM. A plan cut by it says "best found within the work budget" in its row.
-AUTO_WORK_MOVE_DEVICES = 200_000
-AUTO_MIN_MOVES = 48
+#: most synth's default): 50,000 moves on 8 devices, 6,250 on 64, 1,562 on 256, 300 on
+#: 4096. ``models.plan_cost`` routes each op structure once (the search's ops repeat their
+#: structures at other sizes), and auto's seed finds XLA's usual shapes of plan (one
+#: collective and one permute) in a few hundred moves, which the floor of 300 leaves room
+#: for on 4096 devices (fsdp-tp-transpose-405b-4096: XLA's two collectives; at the old 48
+#: moves three). It is a function of the case alone, so every run of a sweep gives the same
+#: plans on any host at any load, and each search stays well inside the safety cap. A plan
+#: cut by it says "best found within the work budget" in its row.
+AUTO_WORK_MOVE_DEVICES = 400_000
+AUTO_MIN_MOVES = 300
 
 
 def auto_budget_moves(num_devices: int) -> int:

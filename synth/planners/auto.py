@@ -196,7 +196,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     steps, then at most one permute to the target (where the types have the target's
     splits and pending sums); or a permute first, to a type from which gathers and slices
     reach the target, then those. Every state within ``cap``; each of the two stages
-    examines at most :data:`SEED_MOVES` moves and a quarter of the budget left, and at most
+    examines at most :data:`SEED_MOVES` moves and a third of the budget left, and at most
     :data:`SEED_CANDIDATES` complete plans are costed. Like the greedy pass it only
     seeds the exact phases with an upper bound.
 
@@ -238,9 +238,13 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
                 j = sp.intern(s2)
                 if sp.shards[j] > cap or (j, phase_to) in parent:
                     continue
-                if steps[0][0] == "dyn_slice" and any(
-                        t_k % k for t_k, k in zip(T_splits, sp.infos[j][0])):
-                    continue  # a slice the target's splits do not divide: no permute finishes
+                if steps[0][0] == "dyn_slice":
+                    if any(t_k % k for t_k, k in zip(T_splits, sp.infos[j][0])):
+                        continue  # a slice the target's splits do not divide: no permute finishes
+                    i_dim, X = steps[0][1], steps[0][2]
+                    before = state[0][i_dim]
+                    if len(X) == 1 and len(before) > len(sp.S0[0][i_dim]) and before[-1] > X[0]:
+                        continue  # slices of single factors onto one dim in one order only
                 parent[(j, phase_to)] = (node, steps)
                 out.append((j, phase_to))
         return out
@@ -259,9 +263,9 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
         return seen
 
     def share():
-        """Moves one stage may examine: SEED_MOVES, and at most a quarter of what is left
-        (the two stages never take more than half of the budget)."""
-        return min(SEED_MOVES, max(0, (budget.limit - budget.used) // 4))
+        """Moves one stage may examine: SEED_MOVES, and at most a third of what is left
+        (the two stages never take more than 5/9 of the budget)."""
+        return min(SEED_MOVES, max(0, (budget.limit - budget.used) // 3))
 
     with budget.probe(share()):
         # a permute first, to a type from which gathers and slices reach the target (XLA's
@@ -284,6 +288,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
             for node in nxt:
                 finish(node)
             level = nxt
+    first, done = done, []  # each stage finds up to SEED_CANDIDATES of its own
     finish((s0, 0))
     with budget.probe(share()):
         phase0 = closure([(s0, 0)])
@@ -294,10 +299,11 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
             for n2 in new:
                 finish(n2)
             closure(new)
+    done = first[:SEED_CANDIDATES] + done[:SEED_CANDIDATES]
     if not done:
         return None
     best = None
-    for node, tail in done[:SEED_CANDIDATES]:
+    for node, tail in done:
         path = [] if tail is None else [(tail, sp.T)]
         while parent[node] is not None:
             prev_node, steps = parent[node]
