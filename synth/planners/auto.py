@@ -567,6 +567,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         t_s, moved, ncoll = st.found.cost  # normal's plan: schedule_cost was taken in _normal_incumbent
     else:
         t_s, moved, ncoll = schedule_cost(plan, cost)
+    if ncoll != plan.num_collectives:
+        # Plan.build merged a chain of permutes into one AllPermute: the search counted each
+        # link, so its figure is not this plan's; cost the plan as built (the check below then
+        # withholds "optimal", since the search ranked paths by the unmerged costs)
+        t_s, moved, ncoll = schedule_cost(plan, cost)
     optimal = st.optimal and st.proven == move_set
     if optimal and st.found is not None and abs(t_s - st.found.cost[0]) > 1e-9 * max(t_s, 1e-9):
         optimal = False  # the search's step costs and the schedule's disagree: claim nothing
