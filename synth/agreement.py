@@ -138,6 +138,32 @@ def _permute_key(t: ArrayType, t2: ArrayType, wm: Mesh):
     return (t.unreduced, t.splits(wm), t2.unreduced, t2.splits(wm))
 
 
+def _dijkstra(start, goal, succ, zero, extend):
+    """``(label, steps)`` of the best path from ``start`` to ``goal``, or ``(None, None)``:
+    labels grow along a path by ``extend(label, type, step, next_type)`` (``max`` of shards
+    for the least largest shard, a sum of step costs for the cheapest plan; ``inf`` drops
+    the edge), and the least label at ``goal`` wins."""
+    best, parent = {start: zero}, {start: None}
+    heap, tick, done = [(zero, 0, start)], itertools.count(1), set()
+    while heap:
+        g, _, t = heapq.heappop(heap)
+        if t in done:
+            continue
+        if t == goal:
+            steps = []
+            while parent[t] is not None:
+                t, step = parent[t]
+                steps.append(step)
+            return g, steps[::-1]
+        done.add(t)
+        for t2, step in succ(t):
+            g2 = extend(g, t, step, t2)
+            if g2 < best.get(t2, math.inf):
+                best[t2], parent[t2] = g2, (t, step)
+                heapq.heappush(heap, (g2, next(tick), t2))
+    return None, None
+
+
 def reference_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4,
                      alpha_s: float = 5e-6, bandwidth_Bps: float = 50e9) -> dict | None:
     """The least largest shard and the least cost within the cap over every plan of the
@@ -207,53 +233,12 @@ def reference_search(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int =
     def shard(t):
         return t.shard_elems(wm) * itemsize
 
-    # least largest shard: minimax Dijkstra
-    best = {s0: shard(s0)}
-    heap = [(best[s0], 0, s0)]
-    tick = itertools.count(1)
-    done = set()
-    least = None
-    while heap:
-        b, _, t = heapq.heappop(heap)
-        if t in done:
-            continue
-        if t == t1:
-            least = b
-            break
-        done.add(t)
-        for t2, _c in succ(t):
-            b2 = max(b, shard(t2))
-            if b2 < best.get(t2, math.inf):
-                best[t2] = b2
-                heapq.heappush(heap, (b2, next(tick), t2))
+    # least largest shard (minimax), then the least cost within that cap (sum)
+    least, _ = _dijkstra(s0, t1, succ, shard(s0), lambda b, t, step, t2: max(b, shard(t2)))
     if least is None:
         raise AssertionError(f"reference_search: {dst} unreachable from {src} on {mesh}")
     cap = max(least, max(shard(s0), shard(t1)))
-    # least cost within the cap: Dijkstra
-    dist = {s0: 0.0}
-    parent = {s0: None}
-    heap = [(0.0, 0, s0)]
-    done = set()
-    opt = None
-    while heap:
-        g, _, t = heapq.heappop(heap)
-        if t in done:
-            continue
-        if t == t1:
-            opt = g
-            break
-        done.add(t)
-        for t2, step in succ(t):
-            if shard(t2) > cap:
-                continue
-            g2 = g + step_cost(step, t, t2)
-            if g2 < dist.get(t2, math.inf):
-                dist[t2] = g2
-                parent[t2] = (t, step)
-                heapq.heappush(heap, (g2, next(tick), t2))
-    steps, t = [], t1
-    while parent.get(t) is not None:
-        t, step = parent[t]
-        steps.append(step)
+    opt, steps = _dijkstra(s0, t1, succ, 0.0, lambda g, t, step, t2: (
+        math.inf if shard(t2) > cap else g + step_cost(step, t, t2)))
     return {"min_max_shard_bytes": least, "cap_bytes": cap, "optimum_s": opt, "types": len(types),
-            "steps": [str(c) for c in reversed(steps)]}
+            "steps": [str(c) for c in steps or ()]}

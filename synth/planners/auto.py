@@ -73,6 +73,13 @@ class _State:
         self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
 
 
+def _incumbent(p, cost, itemsize):
+    """A built plan as an incumbent of the search: its schedule's cost and peak (elements)."""
+    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
+    f.plan = p
+    return f
+
+
 def _normal_incumbent(mesh, src, dst, itemsize, cost, bound_elems):
     """The paper's (``normal``) plan as the first incumbent when it stays within the bound:
     its cost prunes the search from the start (and if nothing beats it, it is the answer)."""
@@ -82,9 +89,7 @@ def _normal_incumbent(mesh, src, dst, itemsize, cost, bound_elems):
         return None
     if p.max_shard_bytes > bound_elems * itemsize:
         return None
-    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
-    f.plan = p
-    return f
+    return _incumbent(p, cost, itemsize)
 
 
 #: Moves the greedy first pass may examine (:func:`_greedy_incumbent`): a small share of
@@ -175,9 +180,7 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
         return None
     if p.max_shard_bytes > cap * itemsize:
         return None
-    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
-    f.plan = p
-    return f
+    return _incumbent(p, cost, itemsize)
 
 
 #: Moves the one-collective seed may examine (:func:`_one_collective_incumbent`).
@@ -331,9 +334,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
         return None
     if p.max_shard_bytes > cap * itemsize:
         return None
-    f = Found(None, tuple(schedule_cost(p, cost)), -(-p.peak_live_bytes // itemsize), None)
-    f.plan = p
-    return f
+    return _incumbent(p, cost, itemsize)
 
 
 def _prove(sp: Space, budget: Budget, cap: int, st: _State, cost):
