@@ -129,8 +129,16 @@ def _group_of(mesh: Mesh, axis, d: int) -> list[int]:
 
 def groups_of(mesh: Mesh, axis) -> tuple[tuple[int, ...], ...]:
     """All groups over ``axis`` (names or sub-axis names), each ordered major to minor,
-    groups ordered by their smallest id (as :meth:`Mesh.groups`)."""
+    groups ordered by their smallest id (as :meth:`Mesh.groups`). Memoised per (mesh,
+    axes): the result is a tuple of tuples, immutable."""
     names = _axes_tuple(axis)
+    return _memo_get(_GROUPS_MEMO, (mesh, names), lambda: _groups_of(mesh, names))
+
+
+_GROUPS_MEMO: dict = {}
+
+
+def _groups_of(mesh: Mesh, names: tuple) -> tuple[tuple[int, ...], ...]:
     if all(a in mesh.names for a in names):
         return tuple(tuple(g) for g in mesh.groups(names))
     st = _strides(mesh, names)
@@ -519,7 +527,39 @@ class AllPermute(Collective):
         return f"AllPermute({self.target})"
 
 
+#: Entries each hot-path memo below keeps (then it starts afresh): the search lowers and
+#: costs the same few (collective, type, mesh) many times over, across planners and calls.
+MEMO_ENTRIES = 4096
+
+
+def _memo_get(memo: dict, key, make):
+    """``memo[key]``, made by ``make()`` on a miss (an error is not memoised)."""
+    try:
+        return memo[key]
+    except KeyError:
+        pass
+    v = make()
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = v
+    return v
+
+
+_SOURCES_MEMO: dict = {}
+
+
 def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+    """:func:`_permute_sources` (see there), memoised per ``(t_in, t_out, mesh)``: the
+    array is read-only (its callers compare and index it; none writes it)."""
+    def make():
+        src = _permute_sources(t_in, t_out, mesh)
+        src.setflags(write=False)
+        return src
+
+    return _memo_get(_SOURCES_MEMO, (t_in, t_out, mesh), make)
+
+
+def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
     """For each device, the device whose ``t_in`` block is its ``t_out`` block (with the
     same coordinates on the unreduced axes, so every pending sum keeps its parts).
 
@@ -1177,14 +1217,23 @@ _MAX_MOVES = 64
 
 
 # -- device-level lowering (the schedule facet of each kind) ----------------------
-def schedule_ops(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int) -> list:
+def schedule_ops(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int,
+                 op=None) -> list:
     """Lower one typed collective to :class:`synth.schedule.ScheduleOp` s: the
-    collective, plus a local ``copy`` for an uneven dim's re-padding."""
-    from synth.schedule import ScheduleOp
+    collective, plus a local ``copy`` for an uneven dim's re-padding. ``op``: what builds
+    each op instead of ``ScheduleOp`` (same arguments), e.g. :func:`bytes_op` where only
+    the kinds and received bytes are wanted (a bytes-only cost model)."""
+    if op is None:
+        from synth.schedule import ScheduleOp as op
 
     in_b = t_in.shard_elems(mesh) * itemsize
     out_b = t_out.shard_elems(mesh) * itemsize
-    return _SCHEDULE_LOWERING[c.kind](c, t_in, t_out, mesh, in_b, out_b, itemsize, ScheduleOp)
+    return _SCHEDULE_LOWERING[c.kind](c, t_in, t_out, mesh, in_b, out_b, itemsize, op)
+
+
+def bytes_op(kind, in_bytes, out_bytes, send_bytes=0, recv_bytes=0, groups=(), pairs=(), label=""):
+    """``(kind, recv_bytes)`` of an op, in place of a ``ScheduleOp`` (see :func:`schedule_ops`)."""
+    return kind, recv_bytes
 
 
 def schedule_op(c: Collective, t_in: ArrayType, t_out: ArrayType, mesh: Mesh, itemsize: int):

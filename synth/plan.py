@@ -9,7 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
-from synth.collectives import AllPermute, Collective, collective_from_dict, schedule_ops
+from synth.collectives import AllPermute, Collective, bytes_op, collective_from_dict, schedule_ops
 from synth.errors import PlanError, RedistributionError
 from synth.mesh import Mesh
 from synth.schedule import Schedule
@@ -267,6 +267,16 @@ class Plan:
                 "unreduced": list(t.unreduced), "padded": not t.is_even(self.mesh),
             })
         return rows
+
+    def op_bytes(self) -> list[tuple[str, int]]:
+        """``(kind, recv_bytes)`` of each op of :meth:`to_schedule`, in its order, without
+        building the ops (what a cost model that reads only those needs; a fused slice's
+        byte counts change only its output, not what it receives)."""
+        out = []
+        wm, wt = self.work_mesh, self.work_types
+        for first, _last in self.device_steps():
+            out += schedule_ops(self.steps[first], wt[first], wt[first + 1], wm, self.itemsize, op=bytes_op)
+        return out
 
     def to_schedule(self) -> Schedule:
         ops = []

@@ -137,6 +137,18 @@ class ArrayType:
 
     # -- construction -------------------------------------------------------
     @classmethod
+    def _derived(cls, dims: tuple[Dim, ...], unreduced=()) -> ArrayType:
+        """Internal: a type rewritten from one already validated, with the same dim
+        sizes and each axis renamed to the same mesh axis or its factors, once each (a
+        refinement, a canonical form, a search state): every rule ``__post_init__``
+        checks holds already, so it is not checked again (the search builds thousands).
+        ``dims``: Dim values. Public construction always validates."""
+        t = object.__new__(cls)
+        object.__setattr__(t, "dims", tuple(dims))
+        object.__setattr__(t, "unreduced", tuple(sorted(unreduced, key=_sort_key)))
+        return t
+
+    @classmethod
     def parse(cls, text: str) -> ArrayType:
         if isinstance(text, ArrayType):
             return text
@@ -341,7 +353,7 @@ class ArrayType:
         dims = tuple(Dim(d.size, _merge(mesh, d.axes)) for d in self.dims)
         u = sorted(self.unreduced, key=lambda a: (mesh.names.index(parse_axis(a)[0]),
                                                   parse_axis(a)[1] or 1))
-        return ArrayType(dims, _merge(mesh, tuple(u)))
+        return ArrayType._derived(dims, _merge(mesh, tuple(u)))
 
     def split(self, mesh: Mesh, i: int) -> int:
         return math.prod(mesh.shape[a] for a in self.dims[i].axes)
@@ -513,7 +525,7 @@ def refine_type(t: ArrayType, work: Mesh) -> ArrayType:
     if not work.base:
         return t
     dims = tuple(Dim(d.size, tuple(x for a in d.axes for x in refine_name(work, a))) for d in t.dims)
-    return ArrayType(dims, tuple(x for a in t.unreduced for x in refine_name(work, a)))
+    return ArrayType._derived(dims, tuple(x for a in t.unreduced for x in refine_name(work, a)))
 
 
 def _split_dims(body: str, text: str) -> list[str]:

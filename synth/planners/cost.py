@@ -70,9 +70,13 @@ class DefaultCost:
         return f"DefaultCost(alpha_s={self.alpha_s!r}, bandwidth_Bps={self.bandwidth_Bps!r})"
 
     def op_time_s(self, op) -> float:
-        if op.kind in LOCAL_KINDS:
+        return self.kind_time_s(op.kind, op.recv_bytes)
+
+    def kind_time_s(self, kind: str, recv_bytes: int) -> float:
+        """An op's time from its kind and received bytes alone (all this model reads)."""
+        if kind in LOCAL_KINDS:
             return 0.0
-        return self.alpha_s + op.recv_bytes / self.bandwidth_Bps
+        return self.alpha_s + recv_bytes / self.bandwidth_Bps
 
     def comm_floor_s(self) -> float:
         """No communicating op costs less (admissible bound for the search)."""
@@ -109,8 +113,11 @@ def schedule_cost(plan, cost) -> tuple[float, int, int]:
     time of each op of ``plan.to_schedule()``, summed; the received bytes of the
     most-receiving device per step, summed; the communicating steps. Every planner's
     plan, XLA's (read from HLO) and the paper's are costed by this one function."""
-    sched = plan.to_schedule()
-    t = sum(op_time(cost, op) for op in sched.ops)
+    if type(cost) is DefaultCost:
+        # a bytes-only model: the same sum over the same ops, without building the schedule
+        t = sum(cost.kind_time_s(k, rb) for k, rb in plan.op_bytes())
+    else:
+        t = sum(op_time(cost, op) for op in plan.to_schedule().ops)
     return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
 
 

@@ -184,7 +184,7 @@ class Space:
         if t is None:
             dims, U = state
             nm = self.names
-            t = self._types[state] = ArrayType(
+            t = self._types[state] = ArrayType._derived(  # a state: valid by construction
                 tuple(Dim(n, tuple(nm[k] for k in ax)) for n, ax in zip(self.shape, dims)),
                 tuple(nm[k] for k in U) + self.kept_unit)
         return t
