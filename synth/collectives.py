@@ -51,6 +51,7 @@ from typing import ClassVar
 import numpy as np
 
 from synth.errors import CollectiveError
+from synth.memo import Memo
 from synth.mesh import Mesh
 from synth.types import ArrayType
 
@@ -132,10 +133,10 @@ def groups_of(mesh: Mesh, axis) -> tuple[tuple[int, ...], ...]:
     groups ordered by their smallest id (as :meth:`Mesh.groups`). Memoised per (mesh,
     axes): the result is a tuple of tuples, immutable."""
     names = _axes_tuple(axis)
-    return _memo_get(_GROUPS_MEMO, (mesh, names), lambda: _groups_of(mesh, names))
+    return _GROUPS_MEMO.get((mesh, names), lambda: _groups_of(mesh, names))
 
 
-_GROUPS_MEMO: dict = {}
+_GROUPS_MEMO = Memo("groups_of")
 
 
 def _groups_of(mesh: Mesh, names: tuple) -> tuple[tuple[int, ...], ...]:
@@ -527,36 +528,13 @@ class AllPermute(Collective):
         return f"AllPermute({self.target})"
 
 
-#: Entries each hot-path memo below keeps (then it starts afresh): the search lowers and
-#: costs the same few (collective, type, mesh) many times over, across planners and calls.
-MEMO_ENTRIES = 4096
-
-
-def _memo_get(memo: dict, key, make):
-    """``memo[key]``, made by ``make()`` on a miss (an error is not memoised)."""
-    try:
-        return memo[key]
-    except KeyError:
-        pass
-    v = make()
-    if len(memo) >= MEMO_ENTRIES:
-        memo.clear()
-    memo[key] = v
-    return v
-
-
-_SOURCES_MEMO: dict = {}
+_SOURCES_MEMO = Memo("permute_sources")
 
 
 def permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
-    """:func:`_permute_sources` (see there), memoised per ``(t_in, t_out, mesh)``: the
-    array is read-only (its callers compare and index it; none writes it)."""
-    def make():
-        src = _permute_sources(t_in, t_out, mesh)
-        src.setflags(write=False)
-        return src
-
-    return _memo_get(_SOURCES_MEMO, (t_in, t_out, mesh), make)
+    """:func:`_permute_sources` (see there), memoised per ``(t_in, t_out, mesh)``
+    (:class:`synth.memo.Memo`: the array is read-only)."""
+    return _SOURCES_MEMO.get((t_in, t_out, mesh), lambda: _permute_sources(t_in, t_out, mesh))
 
 
 def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:

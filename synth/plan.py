@@ -346,7 +346,7 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
     work, (src, dst) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
     s0, s1 = src.regions(work)
     d0, d1 = dst.regions(work)
-    block = np.clip(d1 - d0, 0, None).prod(axis=1)
+    block = np.maximum(d1 - d0, 0).prod(axis=1)
     reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
     if not dst.unreduced:
         if reduced:
@@ -355,7 +355,7 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
             n_r = math.prod(work.shape[a] for a in reduced)
             total = -(-(n_r - 1) * src.num_elems() // work.size)
             return max(int(block.max()), total) * itemsize
-        overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
+        overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
         return int((block - overlap).max()) * itemsize
     from synth.collectives import groups_of
 
@@ -367,8 +367,8 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
             boxes = {}
             for d in g:  # distinct source blocks of one type are disjoint
                 boxes[tuple(s0[d]) + tuple(s1[d])] = d
-            have = sum(int(np.clip(np.minimum(s1[d], d1[g[0]]) - np.maximum(s0[d], d0[g[0]]),
-                                   0, None).prod()) for d in boxes.values())
+            have = sum(int(np.maximum(np.minimum(s1[d], d1[g[0]]) - np.maximum(s0[d], d0[g[0]]),
+                                      0).prod()) for d in boxes.values())
             need -= have
         best = max(best, -(-max(need, 0) // len(g)))
     return best * itemsize

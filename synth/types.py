@@ -33,6 +33,7 @@ import numpy as np
 
 from synth import limits as _limits
 from synth.errors import TypeSpecError
+from synth.memo import Memo
 from synth.mesh import Mesh, factor_name, parse_axis
 
 _DIM = re.compile(r"\s*(-?\d+)\s*(?:\{([^{}]*)\})?\s*")
@@ -377,7 +378,11 @@ class ArrayType:
         return math.prod(self.shape)
 
     def block_indices(self, mesh: Mesh) -> np.ndarray:
-        """``[num_devices, rank]`` block index of every device along every dim."""
+        """``[num_devices, rank]`` block index of every device along every dim (memoised
+        per (type, mesh); read-only)."""
+        return _BLOCKS_MEMO.get((self, mesh), lambda: self._block_indices(mesh))
+
+    def _block_indices(self, mesh: Mesh) -> np.ndarray:
         out = np.zeros((mesh.size, self.rank), dtype=np.int64)
         for i, d in enumerate(self.dims):
             for a in d.axes:
@@ -393,7 +398,11 @@ class ArrayType:
 
     def regions(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, stops)``, each ``[num_devices, rank]``: the global box of real data
-        each device holds (stops are clipped to the global size; padding is not in it)."""
+        each device holds (stops are clipped to the global size; padding is not in it).
+        Memoised per (type, mesh); the arrays are read-only."""
+        return _REGIONS_MEMO.get((self, mesh), lambda: self._regions(mesh))
+
+    def _regions(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
         local = np.array(self.local_shape(mesh), dtype=np.int64)
         starts = self.block_indices(mesh) * local
         stops = np.minimum(starts + local, np.array(self.shape, dtype=np.int64))
@@ -412,6 +421,10 @@ class ArrayType:
 
     def __repr__(self) -> str:
         return f"ArrayType.parse({str(self)!r})"
+
+
+_BLOCKS_MEMO = Memo("block_indices")
+_REGIONS_MEMO = Memo("regions")
 
 
 def _factor(mesh: Mesh, a: str) -> tuple[str, int, int]:

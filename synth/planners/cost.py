@@ -136,8 +136,8 @@ def lower_bound_need(mesh, src, dst, itemsize: int):
     if not s.unreduced and not d.unreduced and work.size <= 4096:
         s0, s1 = s.regions(work)
         d0, d1 = d.regions(work)
-        block = np.clip(d1 - d0, 0, None).prod(axis=1)
-        overlap = np.clip(np.minimum(s1, d1) - np.maximum(s0, d0), 0, None).prod(axis=1)
+        block = np.maximum(d1 - d0, 0).prod(axis=1)
+        overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
         need = (block - overlap) * itemsize
         return need, int(need.max()) if len(need) else 0
     return None, int(recv_lower_bound_bytes(base, src, dst, itemsize))
