@@ -1224,23 +1224,33 @@ def _each_device(mesh):
     return tuple((d,) for d in range(mesh.size))
 
 
+def _op_devices(Op, mesh):
+    """Each device alone (a local op's groups), unless ``Op`` wants no groups."""
+    return () if Op is bytes_op else _each_device(mesh)
+
+
+def _op_groups(Op, mesh, axis):
+    """The op's device groups over ``axis``, unless ``Op`` wants no groups."""
+    return () if Op is bytes_op else groups_of(mesh, axis)
+
+
 def _pad_copy(Op, a_b, b_b, mesh, label):
-    return Op("copy", a_b, b_b, groups=_each_device(mesh), label=label)
+    return Op("copy", a_b, b_b, groups=_op_devices(Op, mesh), label=label)
 
 
 def _lower_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     pad = c.repad_elems(t_in, t_out, mesh) * isz
     if pad:
         return [_pad_copy(Op, in_b, pad, mesh, f"pad for {c}"),
-                Op("dyn_slice", pad, out_b, groups=_each_device(mesh), label=str(c))]
-    return [Op("dyn_slice", in_b, out_b, groups=_each_device(mesh), label=str(c))]
+                Op("dyn_slice", pad, out_b, groups=_op_devices(Op, mesh), label=str(c))]
+    return [Op("dyn_slice", in_b, out_b, groups=_op_devices(Op, mesh), label=str(c))]
 
 
 def _lower_all_gather(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     n = _group_size(mesh, c.axis)
     raw = n * in_b
     ops = [Op("all_gather", in_b, raw, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
-              groups=groups_of(mesh, c.axis), label=str(c))]
+              groups=_op_groups(Op, mesh, c.axis), label=str(c))]
     if raw != out_b:
         ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
     return ops
@@ -1257,15 +1267,18 @@ def _lower_all_to_all(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     loc[c.src_dim] = n * t_in.local_shape(mesh)[c.src_dim]
     raw = math.prod(loc) * isz
     ops.append(Op("all_to_all", sent, raw, send_bytes=moved, recv_bytes=moved,
-                  groups=groups_of(mesh, c.axis), label=str(c)))
+                  groups=_op_groups(Op, mesh, c.axis), label=str(c)))
     if raw != out_b:
         ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
     return ops
 
 
 def _lower_all_permute(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
-    src = c.sources(t_in, mesh)
-    pairs = tuple((int(s), d) for d, s in enumerate(src) if int(s) != d)
+    if Op is bytes_op:  # the pairs are not wanted (each pair receives in_b)
+        pairs = ()
+    else:
+        src = c.sources(t_in, mesh)
+        pairs = tuple((int(s), d) for d, s in enumerate(src) if int(s) != d)
     return [Op("permute", in_b, out_b, send_bytes=in_b, recv_bytes=in_b, pairs=pairs, label="AllPermute")]
 
 
@@ -1273,7 +1286,7 @@ def _lower_all_reduce(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     n = _group_size(mesh, c.axis)
     moved = 2 * in_b * (n - 1) // n  # ring traffic, as executor.hlo reads XLA's
     return [Op("all_reduce", in_b, out_b, send_bytes=moved, recv_bytes=moved,
-               groups=groups_of(mesh, c.axis), label=str(c))]
+               groups=_op_groups(Op, mesh, c.axis), label=str(c))]
 
 
 def _lower_reduce_scatter(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
@@ -1284,18 +1297,18 @@ def _lower_reduce_scatter(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
         ops.append(_pad_copy(Op, in_b, sent, mesh, f"pad for {c}"))
     moved = sent * (n - 1) // n
     ops.append(Op("reduce_scatter", sent, out_b, send_bytes=moved, recv_bytes=moved,
-                  groups=groups_of(mesh, c.axis), label=str(c)))
+                  groups=_op_groups(Op, mesh, c.axis), label=str(c)))
     return ops
 
 
 def _lower_unreduce(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
-    return [Op("copy", in_b, out_b, groups=_each_device(mesh), label=str(c))]
+    return [Op("copy", in_b, out_b, groups=_op_devices(Op, mesh), label=str(c))]
 
 
 def _lower_multi_dyn_slice(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     pad = c.repad_elems(t_in, t_out, mesh) * isz
     ops = [_pad_copy(Op, in_b, pad, mesh, f"pad for {c}")] if pad else []
-    return ops + [Op("dyn_slice", pad or in_b, out_b, groups=_each_device(mesh), label=str(c))]
+    return ops + [Op("dyn_slice", pad or in_b, out_b, groups=_op_devices(Op, mesh), label=str(c))]
 
 
 def _lower_multi_all_gather(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
@@ -1303,7 +1316,7 @@ def _lower_multi_all_gather(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     n = _group_size(mesh, c.axis)
     raw = n * in_b
     ops = [Op("all_gather", in_b, raw, send_bytes=in_b, recv_bytes=(n - 1) * in_b,
-              groups=groups_of(mesh, c.axis), label=str(c))]
+              groups=_op_groups(Op, mesh, c.axis), label=str(c))]
     if raw != out_b:
         ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
     return ops
@@ -1316,7 +1329,7 @@ def _lower_multi_all_to_all(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     moved = sent * (n - 1) // n
     ops = [_pad_copy(Op, in_b, sent, mesh, f"pad for {c}")] if sent != in_b else []
     ops.append(Op("all_to_all", sent, raw, send_bytes=moved, recv_bytes=moved,
-                  groups=groups_of(mesh, c.axis), label=str(c)))
+                  groups=_op_groups(Op, mesh, c.axis), label=str(c)))
     if raw != out_b:
         ops.append(_pad_copy(Op, raw, out_b, mesh, f"unpad after {c}"))
     return ops
@@ -1324,7 +1337,7 @@ def _lower_multi_all_to_all(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
 
 def _lower_sharded_to_unreduced(c, t_in, t_out, mesh, in_b, out_b, isz, Op):
     # Local: write the block at its offset into a zeroed buffer of the unsplit dim.
-    return [Op("copy", in_b, out_b, groups=_each_device(mesh), label=str(c))]
+    return [Op("copy", in_b, out_b, groups=_op_devices(Op, mesh), label=str(c))]
 
 
 _SCHEDULE_LOWERING = {

@@ -95,3 +95,31 @@ def test_memoised_sources_and_groups_are_the_computed_ones():
     name = [n for n, _ in wm.axes if n.startswith("x")][0]
     assert groups_of(wm, name) == _groups_of(wm, (name,))
     assert len(groups_of(wm, name)) * len(groups_of(wm, name)[0]) == wm.size
+
+
+def test_a_memo_is_bounded_and_hands_out_read_only_arrays(monkeypatch):
+    from synth import memo
+
+    monkeypatch.setattr(memo, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(memo, "MAX_BYTES", 1000)
+    m = memo.Memo("test")
+    made = []
+
+    def make(k, n):
+        def f():
+            made.append(k)
+            return np.arange(n, dtype=np.int64)
+        return f
+
+    a = m.get("a", make("a", 10))
+    assert m.get("a", make("a", 10)) is a and made == ["a"]  # the second get is the memo's
+    assert not a.flags.writeable
+    m.get("b", make("b", 10))
+    m.get("c", make("c", 10))
+    m.get("d", make("d", 10))  # a fourth entry: the memo starts afresh
+    assert len(m) == 1
+    m.get("big", make("big", 200))  # 1600 bytes: over the byte cap, handed out but not kept
+    assert "big" not in m.values and m.nbytes <= 1000
+    with pytest.raises(ZeroDivisionError):
+        m.get("err", lambda: 1 // 0)
+    assert "err" not in m.values  # an error is not memoised

@@ -631,8 +631,8 @@ def _build(sp: Space, wm: Mesh, ws: ArrayType, wd: ArrayType, src, dst, steps, i
     work mesh, checked by ``Plan.build``; written back in the user's canonical form."""
     unit = {a for a, s in wm.axes if s == 1}
     pre, post = [], []
-    stripped = ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if a not in unit)) for d in ws.dims),
-                         ws.unreduced)
+    stripped = ArrayType._derived(  # ws less its size-1 axes: valid as ws is
+        tuple(Dim(d.size, tuple(a for a in d.axes if a not in unit)) for d in ws.dims), ws.unreduced)
     if stripped != ws:
         pre.append(AllPermute(stripped))
     red = tuple(a for a in ws.unreduced if a in unit and a not in wd.unreduced)
@@ -655,7 +655,7 @@ def _build(sp: Space, wm: Mesh, ws: ArrayType, wd: ArrayType, src, dst, steps, i
 
 
 def _canon_names(names, base):
-    return ArrayType((Dim(1, tuple(names)),)).canonical(base).dims[0].axes
+    return ArrayType._derived((Dim(1, tuple(names)),)).canonical(base).dims[0].axes  # a step's axes, once each
 
 
 def _canon_step(c, base):

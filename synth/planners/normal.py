@@ -254,8 +254,8 @@ def splits_of(S: tuple[tuple[str, ...], ...], axis_sizes: dict[str, int]) -> tup
 
 
 def _strip_unit_axes(t: ArrayType, mesh: Mesh) -> ArrayType:
-    return ArrayType(tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims),
-                     t.unreduced)
+    return ArrayType._derived(  # t less its size-1 axes: valid as t is
+        tuple(Dim(d.size, tuple(a for a in d.axes if mesh.shape[a] > 1)) for d in t.dims), t.unreduced)
 
 
 def _normal_steps(mesh: Mesh, src: ArrayType, dst: ArrayType) -> list:
