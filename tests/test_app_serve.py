@@ -55,6 +55,9 @@ def _count_calls(monkeypatch, module, name) -> list:
 
 
 def test_first_script_run_after_the_warm_up_plans_nothing(small_default, monkeypatch):
+    from ui import runs
+
+    monkeypatch.setattr(runs, "warm_up", lambda: None)  # its own tiny plan is not the page's
     serve.warm_first_page()
     import executor.codegen as codegen
 
@@ -88,8 +91,11 @@ def test_a_failing_warm_up_logs_one_line_and_the_page_still_plans(small_default,
     lines = [r.getMessage() for r in caplog.records if r.name == "ui.serve"]
     assert lines == ["ui.serve: first-page warm-up skipped: RuntimeError: models table missing"]
     monkeypatch.undo()  # the real planner again; the page computes its plan itself
+    from ui import runs
+
     for k, v in SMALL.items():
         monkeypatch.setitem(scenario.DEFAULTS, k, v)
+    monkeypatch.setattr(runs, "warm_up", lambda: None)
     planned = _count_calls(monkeypatch, synth, "synthesize")
     at = AppTest.from_file(APP, default_timeout=300).run()
     assert not at.exception and not at.error
