@@ -101,3 +101,32 @@ def test_a_failing_warm_up_logs_one_line_and_the_page_still_plans(small_default,
     assert not at.exception and not at.error
     assert len(planned) >= 1
     check_moves_exactly(plans.plan_for(scenario.Scenario(**scenario.DEFAULTS)))
+
+
+def test_the_default_simulation_is_ready_before_the_first_visit_to_simulate(small_default, monkeypatch):
+    """``warm_other_pages`` simulates the default scenario into the cache the Simulate page
+    serves inline work from: the first visit runs no simulation and shows the simulator's
+    figures for the warm-up's plan."""
+    import simulator
+
+    from ui import runs, work
+
+    monkeypatch.setattr(runs, "warm_up", lambda: None)
+    monkeypatch.setenv("APP_INLINE_S", "0")  # even work estimated for a worker is served from the cache
+    runs._INLINE_KEYS.clear()
+    serve.warm_first_page()
+    serve.warm_other_pages()
+    simulated = _count_calls(monkeypatch, work, "simulate_view")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("ui/pages/simulate.py").run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert simulated == [], "the first visit to Simulate simulated again"
+    assert not any("background process" in str(i.value) for i in at.info)
+    plan = plans.plan_for(small_default)
+    check_moves_exactly(plan)
+    res = simulator.simulate_plan(plan, small_default.machine)
+    from ui.fmt import fmt_seconds
+
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["simulated time"] == fmt_seconds(res.time_s)
+    assert metrics["lower bound"] == fmt_seconds(res.lower_bound_s)

@@ -169,10 +169,9 @@ def check_placement(placement: str, mesh_text: str, profile: str, size: str) -> 
     models.Placement.of(placement.strip(), synth.Mesh.parse(mesh_text), machine(profile, size))
 
 
-def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
-               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
-    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
-    :class:`Pending` job while a worker computes it."""
+def _simulation_work(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+                     latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """``(func, args, units)`` of the Simulate page's work, every size limit checked first."""
     from ui import work
 
     sched = schedule or plan.to_schedule()
@@ -180,11 +179,26 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
     check_placement(placement, str(plan.mesh), sc.machine_profile, sc.machine_size)
     check_replay([sched], sc.machine_profile, sc.machine_size)
     sj = _schedule_key(sched)
-    units = work.schedule_units(json.loads(sj))
-    return run_work("simulate", "ui.work:simulate_view",
-                    (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
-                     float(bandwidth_scale), float(latency_scale)),
-                    units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+    args = (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
+            float(bandwidth_scale), float(latency_scale))
+    return "ui.work:simulate_view", args, work.schedule_units(json.loads(sj))
+
+
+def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
+    :class:`Pending` job while a worker computes it."""
+    func, args, units = _simulation_work(plan, sc, placement, bandwidth_scale, latency_scale, schedule)
+    return run_work("simulate", func, args, units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+
+
+def prefill_simulation(plan: synth.Plan, sc: Scenario) -> None:
+    """Compute the Simulate page's view of ``plan`` (row-major placement) now, into the
+    cache :func:`run_work` serves inline work from, outside any page (``ui.serve`` does it
+    for the default scenario at start, so the first visit to Simulate finds it computed)."""
+    func, args, _units = _simulation_work(plan, sc)
+    _inline(func, args, "simulate")
+    _INLINE_KEYS[json.dumps([func, args], sort_keys=True, default=str)] = None
 
 
 def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",

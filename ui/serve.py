@@ -10,8 +10,9 @@ at once and, in a background thread started first, fills the caches the default 
 reads (:func:`warm_first_page`: the same cached functions, called with the default
 scenario, so the page's script run finds them computed, or waits on Streamlit's per-key
 lock for the one being computed). Then it pays the other pages' first-call costs (pandas,
-pyarrow, plotly's validators: :func:`warm_other_pages`), after the first
-page has been drawn or a few seconds have passed, so they do not compete with it.
+pyarrow, plotly's validators) and simulates the default scenario for the Simulate page
+(:func:`warm_other_pages`), after the first page has been drawn or a few seconds have
+passed, so they do not compete with it.
 ``make run`` starts the app this way; a warm-up that fails logs one line and changes
 nothing else (the page computes what it needs itself).
 """
@@ -56,17 +57,20 @@ def warm_first_page() -> float:
 
 
 def warm_other_pages() -> float:
-    """The other pages' first-call imports: pandas, pyarrow, plotly and its validators,
-    the figure modules; seconds taken. (The job workers' fork server and a tiny
-    simulation are ``ui.runs.warm_up``'s, started by ``app.py`` after the first page.)"""
+    """The other pages' first-call imports (pandas, pyarrow, plotly and its validators, the
+    figure modules), then the default scenario's simulation, the Simulate page's view
+    (``ui.runs.prefill_simulation``); seconds taken. (The job workers' fork server is
+    ``ui.runs.warm_up``'s, started by ``app.py`` after the first page.)"""
     t0 = time.perf_counter()
     import pandas  # noqa: F401  (before plotly: see docs/app.md, "Background work and limits")
     import plotly.graph_objects as go
     import pyarrow  # noqa: F401
 
     go.Figure(go.Scatter(x=[0], y=[0])).to_json()
-    from ui import figures, texts  # noqa: F401
+    from ui import figures, plans, runs, scenario, texts  # noqa: F401
 
+    sc = scenario.DEFAULT_SCENARIO
+    runs.prefill_simulation(plans.plan_for(sc), sc)
     return time.perf_counter() - t0
 
 
