@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import time
 
 import streamlit as st
 
@@ -50,11 +52,19 @@ def _inline(func: str, args: tuple, kind: str = ""):
     return view
 
 
+#: Seconds the warm-up thread waits after the first page's script run before it starts
+#: (``APP_WARM_UP_DELAY_S``), so it does not compete with the browser drawing that page.
+WARM_UP_DELAY_S = float(os.environ.get("APP_WARM_UP_DELAY_S", "2.5"))
+
+
 @st.cache_resource(show_spinner=False)
 def warm_up():
     """Once per server, in a background thread: start the job workers' fork server
     (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
-    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
+    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job).
+    The thread waits :data:`WARM_UP_DELAY_S` first: the first page's script run has ended,
+    but the browser is still fetching its components and drawing it, and a fork server
+    starting on a 2-core machine takes the CPU it needs."""
     import threading
 
     # pandas and pyarrow are imported by the thread, not by the page's script run, so the
@@ -67,6 +77,7 @@ def warm_up():
     from ui import jobs, work
 
     def run():
+        time.sleep(WARM_UP_DELAY_S)
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
 

@@ -90,6 +90,10 @@ def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
     deadline = time.monotonic() + other_after_s
     while time.monotonic() < deadline and not _first_page_drawn():
         time.sleep(0.1)
+    if _first_page_drawn():  # the browser is still drawing it: as ui.runs.warm_up, wait first
+        from ui import runs
+
+        time.sleep(runs.WARM_UP_DELAY_S)
     try:
         secs = warm_other_pages()
         print(f"ui.serve: the other pages' first-call costs paid in {secs:.1f} s", file=sys.stderr, flush=True)
