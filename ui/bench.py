@@ -319,6 +319,11 @@ def _print_browser(b: dict) -> None:
     print(f"Browser ({b.get('launcher')}, headless Chromium), until the page is idle; load average (1 min) "
           f"{b.get('load_avg_1m_start')} at the start, {b.get('load_avg_1m_end')} at the end, "
           f"{b.get('cpu_count')} CPUs:")
+    if b.get("server_ready_s") is not None:
+        warm = b.get("warm_first_page_s")
+        print(f"  server answered its health check {b['server_ready_s']:.2f} s after its start; the page opened "
+              "then" + (f"; ui.serve's warm-up filled the first page's caches in {warm:.2f} s from its start"
+                        if warm is not None else ""))
     line("first load (Plan, 64 devices)", "first_load_s",
          f"  (numbers shown after {b['first_paint_s']:.2f} s)" if "first_paint_s" in b else "")
     sw = b.get("switches_64") or []

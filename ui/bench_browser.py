@@ -70,12 +70,14 @@ class Server:
                 "--browser.gatherUsageStats", "false"]
         cmd = ([sys.executable, "-m", "ui.serve", *opts] if serve else
                [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), *opts])
+        t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
                     if r.status == 200:
+                        self.ready_s = time.monotonic() - t0  # process start -> health check answers
                         return
             except OSError:
                 pass
@@ -83,6 +85,18 @@ class Server:
                 self.stop()
                 raise SystemExit("streamlit did not start; its log: " + self.log.name)
             time.sleep(0.2)
+
+    def warm_first_page_s(self) -> float | None:
+        """Seconds ``ui.serve``'s warm-up took to fill the first page's caches (from its log
+        line; None with plain ``streamlit run`` or before it finished)."""
+        import re
+
+        try:
+            text = Path(self.log.name).read_text(errors="replace")
+        except OSError:
+            return None
+        m = re.search(r"caches filled in ([0-9.]+) s", text)
+        return float(m.group(1)) if m else None
 
     def stop(self):
         if self.proc.poll() is None:
@@ -277,6 +291,8 @@ def run(log=None, big: bool = True, shots: str | None = None, serve: bool = True
                 browser.close()
     finally:
         srv.stop()
+    out["server_ready_s"] = round(srv.ready_s, 2)
+    out["warm_first_page_s"] = srv.warm_first_page_s()
     out["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     out["targets"] = TARGETS
     out["met"] = {k: (out[k] <= v) for k, v in TARGETS.items() if k in out}

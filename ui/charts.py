@@ -213,10 +213,12 @@ def timeline_spec(tl: dict) -> dict:
                        "sent": fmt_bytes(b["bytes"]), "count": b["count"]})
     order = [OPS_ROW] + tl["rows"]
     domain = [names[o["op"]] for o in tl["ops"]]
-    subtitle = [tl["note"]] if tl["note"] else []
+    title = {"text": tl["title"], "anchor": "start", "limit": 1100}
+    if tl["note"]:  # e.g. a 4096-device all-to-all costed in aggregate: named under the title
+        title["subtitle"] = tl["note"]
     height = min(1400, 24 + 14 * len(order))
     return {
-        "title": {"text": tl["title"], "subtitle": subtitle, "anchor": "start", "limit": 1100},
+        "title": title,
         "data": {"values": values},
         "mark": {"type": "bar", "height": {"band": 0.8}},
         "height": height,

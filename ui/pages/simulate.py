@@ -51,11 +51,12 @@ def show_summary(sm: dict, me=None, search_bound_s: float | None = None) -> None
     c[4].metric("busiest link", fmt_bytes(sm["link_bytes_max"]),
                 help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(sm['analytic_s'])}.")
     terms = lower_bound_terms_text(sm.get("lower_bound_terms"), fmt_seconds)
-    search = ("" if search_bound_s is None else
-              f" The auto search's own lower bound, {fmt_seconds(search_bound_s)} (the Plan page names it "
-              f"when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}.")
     st.caption(f"Lower bound binds on: **{kind}**: {lower_bound_help(kind)} It is {MACHINE_BOUND_TEXT}"
-               + (f" ({terms})" if terms else "") + "." + search + " " + (model_error_text(me) or
+               + (f" ({terms})" if terms else "") + ".")
+    if search_bound_s is not None:
+        st.caption(f"The auto search's own lower bound, {fmt_seconds(search_bound_s)} (the Plan page names it "
+                   f"when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}.")
+    st.caption((model_error_text(me) or
                "Model error against published measurements: not available (`simulator validate` "
                "has no figure for this machine yet)."))
 
