@@ -932,7 +932,11 @@ def test_first_page_imports_no_pandas_and_the_warm_up_thread_does():
         "t.join(240)\n"
         "print(len(at.exception), len(at.error), len(at.metric) > 0, first, 'pandas' in sys.modules, t.is_alive())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    import os
+
+    env = dict(os.environ, APP_WARM_UP_DELAY_S="0")  # the thread's wait for the browser: none here
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     # the page drawn without an error and without pandas; the thread imported it and finished
     assert out.stdout.split()[-6:] == ["0", "0", "True", "False", "True", "False"], out.stdout + out.stderr[-2000:]
