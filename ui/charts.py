@@ -216,7 +216,7 @@ def timeline_spec(tl: dict) -> dict:
     title = {"text": tl["title"], "anchor": "start", "limit": 1100}
     if tl["note"]:  # e.g. a 4096-device all-to-all costed in aggregate: named under the title
         title["subtitle"] = tl["note"]
-    height = min(1400, 24 + 14 * len(order))
+    height = min(1400, 24 + 16 * len(order))  # 16 px a row: every row label fits at 11 px
     return {
         "title": title,
         "data": {"values": values},

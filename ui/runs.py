@@ -53,8 +53,18 @@ def _inline(func: str, args: tuple, kind: str = ""):
 
 
 #: Seconds the warm-up thread waits after the first page's script run before it starts
-#: (``APP_WARM_UP_DELAY_S``), so it does not compete with the browser drawing that page.
-WARM_UP_DELAY_S = float(os.environ.get("APP_WARM_UP_DELAY_S", "2.5"))
+#: (``APP_WARM_UP_DELAY_S``, read when the thread starts), so it does not compete with the
+#: browser drawing that page.
+WARM_UP_DELAY_S = 2.5
+
+
+def warm_up_delay_s() -> float:
+    """``APP_WARM_UP_DELAY_S`` if set (seconds, 0 to 60), else :data:`WARM_UP_DELAY_S`."""
+    try:
+        v = float(os.environ.get("APP_WARM_UP_DELAY_S", WARM_UP_DELAY_S))
+    except ValueError:
+        return WARM_UP_DELAY_S
+    return min(60.0, max(0.0, v)) if v == v else WARM_UP_DELAY_S  # v != v: NaN
 
 
 @st.cache_resource(show_spinner=False)
@@ -62,7 +72,7 @@ def warm_up():
     """Once per server, in a background thread: start the job workers' fork server
     (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
     asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job).
-    The thread waits :data:`WARM_UP_DELAY_S` first: the first page's script run has ended,
+    The thread waits :func:`warm_up_delay_s` first: the first page's script run has ended,
     but the browser is still fetching its components and drawing it, and a fork server
     starting on a 2-core machine takes the CPU it needs."""
     import threading
@@ -77,7 +87,7 @@ def warm_up():
     from ui import jobs, work
 
     def run():
-        time.sleep(WARM_UP_DELAY_S)
+        time.sleep(warm_up_delay_s())
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
 

@@ -93,7 +93,7 @@ def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
     if _first_page_drawn():  # the browser is still drawing it: as ui.runs.warm_up, wait first
         from ui import runs
 
-        time.sleep(runs.WARM_UP_DELAY_S)
+        time.sleep(runs.warm_up_delay_s())
     try:
         secs = warm_other_pages()
         print(f"ui.serve: the other pages' first-call costs paid in {secs:.1f} s", file=sys.stderr, flush=True)
