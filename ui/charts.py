@@ -224,7 +224,7 @@ def timeline_spec(tl: dict) -> dict:
         "height": height,
         "encoding": {
             "y": {"field": "row", "type": "nominal", "sort": order, "title": None,
-                  "axis": {"labelLimit": 120, "labelOverlap": "greedy"}},
+                  "axis": {"labelLimit": 120, "labelOverlap": False}},  # at most 65 rows of 16 px: all fit
             "x": {"field": "start", "type": "quantitative", "title": f"time ({unit})",
                   "scale": {"domain": [0, span / div if span else 1], "nice": False}},
             "x2": {"field": "end"},
