@@ -161,6 +161,7 @@ class Space:
         self._prods: dict = {}
         self._t_shard = self.info(self.T[0])[2]
         self._t_regions = None
+        self._t_prefix_products = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -519,9 +520,35 @@ class Space:
         elements of the 48 of its target block, so every member needs one collective
         receiving 46 elements more: the class entry's key is the permute plus that."""
         m = self.deficit_bytes(self.shard(state))
-        if m <= 0:
+        if m <= 0 and self.class_may_finish_locally(self.info(state[0])[0], state[1]):
             return _ZERO3
         return (max(self.floor, self.bytes_lb(m)), m, 1)
+
+    def class_may_finish_locally(self, splits, U) -> bool:
+        """Whether some type of these splits and pending sums ``U`` may reach the target by
+        local steps (:meth:`local_reach` of some class member; optimistic: False only
+        where no member can). :meth:`local_reach` needs ``U`` within the target's pending
+        sums and each dim a prefix of the target's dim followed by target-pending factors;
+        where no factor is target-pending and not in ``U`` and no dim is uneven, each
+        dim's split must then be the product of a prefix of the target's dim. Example,
+        ``x=4,y=8,z=3,w=5,v=6``, target ``[5760{z,y,w,v}]`` (prefix products 3, 24, 120,
+        720): no member of the class of splits (192,) finishes locally, so every member
+        needs one more collective and the class is pruned by a 2-collective incumbent
+        without enumerating its 40,000 members."""
+        if not self.TU.issuperset(U):
+            return False
+        if self.relabel or (self.TU - set(U)):
+            return True  # uneven dims (a relabel may finish) or pending factors to fill: maybe
+        pp = self._t_prefix_products
+        if pp is None:
+            pp = self._t_prefix_products = []
+            for t in self.T[0]:
+                acc, p = {1}, 1
+                for k in t:
+                    p *= self.sz[k]
+                    acc.add(p)
+                pp.append(acc)
+        return all(k in acc for k, acc in zip(splits, pp))
 
     def _overlap_dev(self, i, axes):
         """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
