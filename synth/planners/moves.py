@@ -51,6 +51,10 @@ _ZERO3 = (0.0, 0, 0)
 #: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
 EXACT_NEED_DEVICES = 4096
 
+#: Most integers :meth:`Space.block_index` keeps (8 bytes each: 32 MiB), whatever the mesh
+#: and the number of states; past it, new tuples are rebuilt from a cached prefix.
+BLOCK_INDEX_CACHE_ELEMS = 1 << 22
+
 
 def _strides(mesh: Mesh, names):
     """``(stride, size)`` of each named axis in row-major device ids."""
@@ -149,6 +153,8 @@ class Space:
         self._succ: dict = {}
         self._cur = None
         self._coords = None
+        self._bidx: dict = {}  # axis-index tuple -> block index per device (block_index)
+        self._bidx_elems = 0
         self._ids: dict = {}
         self.states: list = []   # id -> state
         self.shards: list = []   # id -> shard elements
@@ -343,19 +349,11 @@ class Space:
         if v is None:
             import numpy as np
 
-            if self._coords is None:
-                ids = np.arange(self.mesh.size, dtype=np.int64)
-                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
             loc = self.info(a)[1]
             same = np.ones(self.mesh.size, dtype=bool)
             empty = np.zeros(self.mesh.size, dtype=bool)
             for i, (xa, xb) in enumerate(zip(a, b)):
-                ia = np.zeros(self.mesh.size, dtype=np.int64)
-                ib = np.zeros(self.mesh.size, dtype=np.int64)
-                for k in xa:
-                    ia = ia * self.sz[k] + self._coords[k]
-                for k in xb:
-                    ib = ib * self.sz[k] + self._coords[k]
+                ia, ib = self.block_index(xa), self.block_index(xb)
                 same &= ia == ib
                 empty |= ib * loc[i] >= self.shape[i]
             v = self._cost[key] = bool((same | empty).all())
@@ -558,18 +556,11 @@ class Space:
         if v is None:
             import numpy as np
 
-            if self._coords is None:
-                ids = np.arange(self.size, dtype=np.int64)
-                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
             n = self.shape[i]
 
             def block(ax):
-                idx = np.zeros(self.size, dtype=np.int64)
-                k = 1
-                for a in ax:
-                    idx = idx * self.sz[a] + self._coords[a]
-                    k *= self.sz[a]
-                return idx * (n // k), n // k
+                ls = n // self.nprod(ax)
+                return self.block_index(ax) * ls, ls
 
             s0, ls = block(axes)
             tb = self._ov.get(("tblock", i))
@@ -578,6 +569,28 @@ class Space:
                 tb = self._ov[("tblock", i)] = (t0, t0 + lt)
             t0, t1 = tb
             v = self._ov[key] = np.maximum(np.minimum(s0 + ls, t1) - np.maximum(s0, t0), 0)
+        return v
+
+    def block_index(self, ax):
+        """Per device (row-major id), the index of its block along a dim split over the
+        axis indices ``ax`` (major to minor): memoised per tuple and built from the
+        tuple's prefix, so a new tuple costs one array op. Example, ``x=2,y=3``: ``(1, 0)``
+        (y major, then x) gives device ``(x, y)`` the block ``2 * y + x``."""
+        v = self._bidx.get(ax)
+        if v is None:
+            import numpy as np
+
+            if not ax:
+                v = np.zeros(self.size, dtype=np.int64)
+            else:
+                if self._coords is None:
+                    ids = np.arange(self.size, dtype=np.int64)
+                    self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
+                k = ax[-1]
+                v = self.block_index(ax[:-1]) * self.sz[k] + self._coords[k]
+            if self._bidx_elems + self.size <= BLOCK_INDEX_CACHE_ELEMS:
+                self._bidx[ax] = v  # past the cap a tuple is rebuilt from its cached prefix
+                self._bidx_elems += self.size
         return v
 
     def _overlap(self, i, axes):
