@@ -160,6 +160,7 @@ class Space:
         self.shards: list = []   # id -> shard elements
         self.infos: list = []    # id -> info(dims) (hot loop: no nested-tuple hashing)
         self._hv: list = []      # id -> h (None until asked)
+        self._lr: list = []      # id -> local_reach (None until asked)
         self._nx: dict = {}      # axis-index tuple -> product of its sizes
         self.size = mesh.size
         self._exact = self.size <= EXACT_NEED_DEVICES
@@ -718,6 +719,16 @@ class Space:
             self.infos.append(inf)
             self._hv.append(None)
         return i
+
+    def local_reach_id(self, i) -> bool:
+        """:meth:`local_reach` of state id ``i``, memoised by id."""
+        lr = self._lr
+        while len(lr) <= i:
+            lr.append(None)
+        v = lr[i]
+        if v is None:
+            v = lr[i] = self.local_reach(self.states[i])
+        return v
 
     def h_id(self, i):
         v = self._hv[i]
