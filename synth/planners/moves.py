@@ -492,6 +492,11 @@ class Space:
                     # element arrive somewhere, spread at best over all devices
                     nU = math.prod(self.sz[a] for a in U)
                     m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
+                    # and device 0 (its target block the whole target local shape) holds at
+                    # most one of the nU partial values of each element of its block: one
+                    # value at least arrives for each. Example, [12{w}, 3{x}]{U:v,y} ->
+                    # [12{w}, 3{x}] on w=x=2: 6 * 3 = 18 elements (the spread bound: 1)
+                    m = max(m, self._t_shard * self.itemsize)
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
