@@ -47,7 +47,7 @@ def needs_jax(planner: str, measure: bool, profiles=()) -> bool:
 
 
 # -- schedules ---------------------------------------------------------------------------
-#: The wall-clock safety cap of the ``auto`` planner in sweeps, in seconds. The search is
+#: The CPU-time safety cap of the ``auto`` planner in sweeps, in seconds. The search is
 #: budgeted in work (moves examined, below), so a loaded host changes no plan as long as
 #: this cap never fires. synth's interactive default (10 s) is too tight for that: the
 #: largest paper.yaml rows (4096 devices, 48 moves on a machine's cost) take about 3 s of

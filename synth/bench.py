@@ -251,7 +251,7 @@ def format_bench(res: dict) -> str:
             if "proven_optimal" in r:
                 extra = (f"   proven optimal {r['proven_optimal']}   {r['states_per_s']:.0f} states/s, "
                          f"{r['moves_per_s']:.0f} moves/s   work budget exhausted "
-                         f"{r['work_budget_exhausted']}   wall-clock cap fired {r['cap_fired']}")
+                         f"{r['work_budget_exhausted']}   CPU-time cap fired {r['cap_fired']}")
             lines.append(f"  {p:7s} wall p50 {r['p50_ms']:8.3f} ms   p99 {r['p99_ms']:8.3f} ms   max "
                          f"{r['max_ms']:8.3f} ms;  CPU p50 {r['cpu_p50_ms']:8.3f} ms   p99 "
                          f"{r['cpu_p99_ms']:8.3f} ms   max {r['cpu_max_ms']:8.3f} ms")

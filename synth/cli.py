@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto: work budget, in moves examined (default: 50000); it decides the plan, "
                          "whatever the machine's load")
     pl.add_argument("--budget-ms", type=budget_ms_arg, default=None,
-                    help="auto: wall-clock safety cap in ms (default: 10000); the plan says when it fired")
+                    help="auto: CPU-time safety cap in ms (default: 10000); the plan says when it fired")
     pl.add_argument("--move-set", type=move_set_arg, default=None,
                     help="auto: 'full' (default: the documented move set, sub-axes included) or "
                          "'whole-axes'")
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--budget-moves", type=budget_moves_arg, default=None,
                    help="auto's work budget (default: 50000 moves)")
     b.add_argument("--budget-ms", type=budget_ms_arg, default=None,
-                   help="auto's wall-clock safety cap (default: 10000)")
+                   help="auto's CPU-time safety cap (default: 10000)")
     b.add_argument("--runs", type=int_arg(1, maximum=10), default=1,
                    help="run the cases this many times and compare the plans (default: 1)")
     b.add_argument("--burn", type=int_arg(0, maximum=64), default=0,
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--budget-moves", type=budget_moves_arg, default=None,
                    help="auto's work budget (default: 50000 moves)")
     a.add_argument("--budget-ms", type=budget_ms_arg, default=None,
-                   help="auto's wall-clock safety cap (default: 10000)")
+                   help="auto's CPU-time safety cap (default: 10000)")
     a.add_argument("--json", action="store_true", help="print one JSON document")
     _add_peers_parser(sub)
     return p
@@ -104,7 +104,7 @@ def _add_peers_parser(sub):
     pe.add_argument("--budget-moves", type=budget_moves_arg, default=None,
                     help="auto: the work budget in moves examined (default: the planner's)")
     pe.add_argument("--budget-ms", type=budget_ms_arg, default=None,
-                    help="auto: the wall-clock safety cap in ms (default: the planner's)")
+                    help="auto: the CPU-time safety cap in ms (default: the planner's)")
     pe.add_argument("--move-set", type=move_set_arg, default=None, help="auto: the move set (default: full)")
     pe.add_argument("--fuse", action="store_true",
                     help="fuse runs of one-dim steps of our plans into multi-dim steps first "

@@ -232,15 +232,15 @@ def test_free_device_order_refuses_types_it_cannot_relabel(src, dst):
     ("a=4,b=4,c=4", "[64{a,b}, 16{c}]", "[64{c}, 16{a,b}]", True),
 ])
 def test_a_fired_wall_clock_cap_returns_a_checked_plan_and_says_so(mesh, src, dst, searched):
-    """A tiny wall-clock cap with a large work budget: the cap fires at the first
+    """A tiny CPU-time cap with a large work budget: the cap fires at the first
     expansion (it is checked at every one), and the plan is still exact, with a note."""
     p = _plan(mesh, src, dst, budget_s=1e-9, budget_moves=10**6)
     assert p.search["cap_fired"] is True and p.search["optimal"] is False
     assert p.search["moves"] < 1000  # the cap is checked per expansion, not per 256 moves
-    fired = [n for n in p.notes if "wall-clock safety cap of 1e-09 s fired" in n]
+    fired = [n for n in p.notes if "CPU-time safety cap of 1e-09 s fired" in n]
     assert len(fired) == 1, p.notes
     assert ("before the search found a plan" in fired[0]) is (not searched)
-    assert p.search["status"] == "best found before the wall-clock cap (load-dependent)"
+    assert p.search["status"] == "best found before the CPU-time cap (load-dependent)"
 
 
 
@@ -253,7 +253,7 @@ def test_a_fired_wall_clock_cap_returns_a_checked_plan_and_says_so(mesh, src, ds
 def test_a_permute_heavy_case_stays_within_its_work_budget(monkeypatch, mesh, src, dst):
     """Every loop counts against the work budget: the moves the search costs (every call
     of ``Space.step_cost``, counted here) stay within the budget, up to one state's batch,
-    the search stops on the budget, not the (generous) wall-clock cap, and the plan is exact."""
+    the search stops on the budget, not the (generous) CPU-time cap, and the plan is exact."""
     from synth.planners.moves import Space
 
     costed = [0]

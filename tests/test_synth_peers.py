@@ -30,7 +30,7 @@ from synth.peers import (
     translate,
 )
 
-#: The planner's budget is work (moves examined); this is only its wall-clock safety cap,
+#: The planner's budget is work (moves examined); this is only its CPU-time safety cap,
 #: set far above what any case needs (3.3 s for the slowest with the machine's load at 24)
 #: so that the work budget, not the clock, decides every plan.
 BUDGET_MS = 60_000

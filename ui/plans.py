@@ -80,7 +80,7 @@ def _parse_sharding(what: str, text: str, shape, mesh):
 
 #: The ``auto`` planner's budget in the app (documented in docs/app.md): synth's work
 #: budget (``synth.planners.DEFAULT_BUDGET_MOVES`` moves examined), so the plan a page shows
-#: does not depend on how busy the server is, and synth's wall-clock safety cap
+#: does not depend on how busy the server is, and synth's CPU-time safety cap
 #: (``DEFAULT_BUDGET_S``); a plan cut by that cap says so in its notes. None: synth's default.
 AUTO_BUDGET_S = None
 
@@ -253,7 +253,7 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
                     f"{fmt_seconds(t)} under the {model}."))
     elif status.startswith("best found") and t is not None:
         # synth's statuses: "best found within the work budget" (deterministic) or "best found
-        # before the wall-clock cap (load-dependent)"; the sentence says which
+        # before the CPU-time cap (load-dependent)"; the sentence says which
         how = ("within the search's work budget" if "budget" in status
                else status[len("best found "):])
         if low is not None and gap is not None:

@@ -50,7 +50,7 @@ returned costs at most :data:`~synth.planners.cost.TIE_TOLERANCE` (1%) more, whe
 buys less peak memory, fewer collectives or fewer bytes. The lower bound printed with a
 plan bounds every plan, whatever its moves (:func:`lower_bound_s`). The search is
 budgeted in moves examined (:data:`DEFAULT_BUDGET_MOVES`), so the answer does not depend
-on the machine's load; the wall-clock cap is a safety net and the plan says when it fired.
+on the machine's load; the CPU-time cap is a safety net and the plan says when it fired.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def synthesize(mesh, src, dst, planner: str = "auto", itemsize: int = 4, *,
     ``planner`` is ``auto`` (default), ``normal``, ``easy`` or ``search``. For ``auto``:
     ``budget_moves`` is the work budget (moves examined, default
     :data:`DEFAULT_BUDGET_MOVES`; it decides the plan), ``budget_s`` (or ``budget_ms``) the
-    wall-clock safety cap (default 10 s), ``cost`` the cost model (default
+    CPU-time safety cap (default 10 s), ``cost`` the cost model (default
     :class:`DefaultCost`; a machine's is ``models.plan_cost.machine_cost(machine, mesh,
     placement)``), ``move_set`` its moves (``"full"``, the default, or ``"whole-axes"``:
     see :data:`synth.planners.auto.MOVE_SETS`). With ``free_device_order`` (auto only) the target may use any

@@ -442,7 +442,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     """The ``auto`` plan (see the module doc). ``cost``: a cost model
     (:class:`synth.planners.cost.DefaultCost` when None; a machine's is
     ``models.plan_cost.machine_cost``). ``budget_moves``: the work budget (default
-    :data:`DEFAULT_BUDGET_MOVES`); ``budget_s``: the wall-clock safety cap (default
+    :data:`DEFAULT_BUDGET_MOVES`); ``budget_s``: the CPU-time safety cap (default
     :data:`DEFAULT_BUDGET_S`).
 
     ``Plan.search`` holds: ``status``, ``optimal`` (no plan over the move set within the
@@ -466,7 +466,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     sp2 = None
     if w2.axes != w1.axes:
         sp2 = Space(w2, refine_type(src, w2), refine_type(dst, w2), itemsize, cost, MAX_FUSED_GROUP)
-    budget = Budget(limit, t0 + cap_s)
+    budget = Budget(limit, time.thread_time() + cap_s)
     st = _State()
     bound = max(sp1.shard(sp1.S0), sp1.shard(sp1.T))
     need = lower_bound_need(mesh, src, dst, itemsize)
@@ -553,7 +553,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             notes.append("auto: every plan the search found has a step the cost model cannot "
                          "cost (infinite time); returned the normal planner's plan")
         elif cut == "time":
-            notes.append(f"auto: the wall-clock safety cap of {cap_s:g} s fired after {budget.used} "
+            notes.append(f"auto: the CPU-time safety cap of {cap_s:g} s fired after {budget.used} "
                          "moves, before the search found a plan; returned the normal planner's plan "
                          "(load-dependent; raise --budget-ms)")
         else:
@@ -584,7 +584,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                         "compared)" if optimal else "; this is the best plan found, not proven optimal "
                         "(raise --budget-moves to search further)"))
     if cut == "time" and st.found is not None:
-        notes.append(f"auto: the wall-clock safety cap of {cap_s:g} s fired after {budget.used} moves; "
+        notes.append(f"auto: the CPU-time safety cap of {cap_s:g} s fired after {budget.used} moves; "
                      "this result depends on the machine's speed and load (raise --budget-ms, or "
                      "lower --budget-moves)")
     bound_b = plan.bound_bytes
@@ -602,7 +602,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     if optimal:
         status = "optimal"
     elif cut == "time":
-        status = "best found before the wall-clock cap (load-dependent)"
+        status = "best found before the CPU-time cap (load-dependent)"
     elif st.found is None:
         status = "not searched to the end (normal's plan)"
     else:

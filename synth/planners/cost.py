@@ -11,7 +11,7 @@ Budgets
 -------
 The search is budgeted in *work*: the number of moves it examines (each successor it
 generates, permute targets included), :data:`DEFAULT_BUDGET_MOVES` by default, so the
-same input gives the same plan on any machine at any load. A wall-clock cap
+same input gives the same plan on any machine at any load. A CPU-time cap (the planning thread's CPU seconds)
 (``budget_s``) stays as a safety net only; when it fires, the plan says so (its search
 status and a note), since that result depends on the machine's speed.
 
@@ -35,7 +35,7 @@ from synth.schedule import LOCAL_KINDS
 #: Default work budget of one ``auto`` synthesis: moves examined (see the module doc).
 DEFAULT_BUDGET_MOVES = 50_000
 
-#: Default wall-clock safety cap of one ``auto`` synthesis, in seconds. The work budget
+#: Default CPU-time safety cap of one ``auto`` synthesis, in seconds. The work budget
 #: decides the plan; the cap only stops a search that would take unreasonably long on
 #: a very slow or overloaded machine (and the plan then says so).
 DEFAULT_BUDGET_S = 10.0
@@ -175,7 +175,7 @@ def check_budget(value, unit: str = "s") -> float:
     v = _positive(value)
     if v is None:
         raise RedistributionError(
-            f"auto planner: the wall-clock cap ({flag}) must be a positive number of {unit}, got "
+            f"auto planner: the CPU-time cap ({flag}) must be a positive number of {unit}, got "
             f"{value!r}; e.g. --budget-ms 1000")
     return v
 

@@ -65,7 +65,7 @@ def plan_free_order(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 
     ``n x n`` overlap of source and target blocks (COSTA's idea), when a type realises it;
     and the types of the target's local shape that leave the neediest device the least to
     receive (the target itself always among them). ``auto`` plans to each with the
-    same budgets (work and wall-clock cap, each per candidate); the least largest shard,
+    same budgets (work and CPU-time cap, each per candidate); the least largest shard,
     then the least cost wins.
 
     The plan ends at ``T*`` (``plan.dst``); ``plan.search["relabel"]`` holds the requested
