@@ -184,17 +184,24 @@ def test_two_reduce_scatters_of_one_dim_then_the_all_to_all_are_one_collective(s
     assert r.correct and r.collectives == [kind]
 
 
-def test_reduce_scatters_of_two_dims_stay_two():
+@pytest.mark.parametrize("mesh,src,dst,steps", [
+    # two dims: nothing to merge
+    ("x=2,y=4", "[16, 16]{U:x,y}", "[16{x}, 16{y}]", (("reduce_scatter", 0, "x"), ("reduce_scatter", 1, "y"))),
+    # one dim, no all-to-all after: kept (libtpu compiles fsdp-grad-reduce-scatter-8's two
+    # with 0 B of temp, one over all 8 devices with 224 MiB)
+    ("fsdp=8", "[64, 16]{U:fsdp}", "[64{fsdp}, 16]",
+     (("reduce_scatter", 0, "fsdp:(1)4"), ("reduce_scatter", 0, "fsdp:(4)2")))])
+def test_reduce_scatters_without_their_all_to_all_stay_apart(mesh, src, dst, steps):
     from executor.lowering import plan_steps
     from executor.run import run_plan
     from synth.collectives import ReduceScatter
 
-    m = synth.Mesh.parse("x=2,y=4")
-    plan = synth.Plan.build(m, synth.parse_type("[16, 16]{U:x,y}"), synth.parse_type("[16{x}, 16{y}]"),
-                            (ReduceScatter(0, "x"), ReduceScatter(1, "y")))
+    plan = synth.Plan.build(synth.Mesh.parse(mesh), synth.parse_type(src), synth.parse_type(dst),
+                            tuple(ReduceScatter(d, a) for _, d, a in steps))
     _check(plan)
-    assert [s.op.kind for s in plan_steps(plan)] == ["reduce_scatter", "reduce_scatter"]
-    assert run_plan(plan).correct
+    assert [s.op.kind for s in plan_steps(plan)] == [k for k, _, _ in steps]
+    r = run_plan(plan)
+    assert r.correct and r.collectives == ["reduce_scatter", "reduce_scatter"]
 
 
 def test_only_matching_axes_are_merged():

@@ -191,8 +191,8 @@ def test_an_all_reduce_is_counted_in_place():
     operand's offset, on GPU and on libtpu after a fusion): one shard live, not two. The
     plan, the search's hot loop and the simulator's memory replay count it the same way."""
     from simulator import simulate
-    from synth.planners.moves import Space
     from synth.planners.cost import DefaultCost
+    from synth.planners.moves import Space
     from synth.planners.normal import MAX_FUSED_GROUP
 
     mesh = Mesh.parse("x=2,y=2")
