@@ -19,7 +19,7 @@ $(BIN)/.installed: requirements.txt
 setup: $(BIN)/.installed
 
 run: setup
-	$(BIN)/streamlit run app.py --server.headless true --server.address $(HOST) --server.port $(PORT)
+	$(BIN)/python -m ui.serve --server.headless true --server.address $(HOST) --server.port $(PORT)
 
 example: setup
 	$(BIN)/python -m synth plan --mesh x=2,y=4 --src '[1024{y}, 512, 256{x}]' --dst '[1024, 512{x,y}, 256]'

@@ -18,6 +18,9 @@ import pytest
 # The AppTests run simulations inline (the worker-process path has its own tests in
 # tests/test_app_explorer.py).
 os.environ.setdefault("APP_INLINE_S", "1e9")
+# No browser draws these pages: the warm-up thread (ui.runs.warm_up) starts at once, so it has
+# finished its imports before a short test run's interpreter exits.
+os.environ.setdefault("APP_WARM_UP_DELAY_S", "0")
 
 if str(Path(__file__).resolve().parents[1]) not in sys.path:  # app.py and ui/ live at the root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -42,6 +42,7 @@ def _clear_caches(monkeypatch):
     monkeypatch.setenv("APP_INLINE_S", "1e9")
     st.cache_data.clear()
     st.cache_resource.clear()
+    runs._INLINE_KEYS.clear()  # work another test file computed inline would skip a worker here
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -283,6 +284,45 @@ def test_timeline_aggregates_without_dropping_transfers():
             assert base == pytest.approx(min(starts) / div)
 
 
+def test_timeline_spec_draws_every_transfer_of_the_simulation():
+    """The Simulate page's Vega-Lite timeline (``ui.charts.timeline_spec``): valid Vega-Lite,
+    one bar per op on the ops row and, detailed, one bar per transfer of the simulation on
+    its sender's row with its own start and end; aggregated, bars whose counts add up to
+    every transfer and that span their group's transfers."""
+    import altair as alt
+
+    from ui import charts
+
+    _plan, res = _small_sim()
+    rows = list(res.trace_rows())
+    div, unit = figures.time_unit(max(o["end_s"] for o in res.ops))
+    spec = charts.timeline_spec(charts.timeline_rows(res))
+    alt.Chart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    assert spec["encoding"]["x"]["title"] == f"time ({unit})"
+    meta = spec["usermeta"]["timeline"]
+    assert meta["detailed"] and meta["transfers"] == len(rows)
+    vals = spec["data"]["values"]
+    ops = [v for v in vals if v["row"] == charts.OPS_ROW]
+    assert [v["start"] for v in ops] == pytest.approx([o["start_s"] / div for o in res.ops])
+    assert [v["end"] for v in ops] == pytest.approx([o["end_s"] / div for o in res.ops])
+    got = sorted((v["row"], v["start"], v["end"]) for v in vals if v["row"] != charts.OPS_ROW)
+    want = sorted((f"dev {r['src']}", r["start_s"] / div, r["end_s"] / div) for r in rows)
+    assert len(got) == len(want) and all(g[0] == w[0] and g[1:] == pytest.approx(w[1:]) for g, w in zip(got, want))
+    # aggregated: every transfer counted once, each bar from its group's first start to last end
+    agg = charts.timeline_spec(charts.timeline_rows(res, max_transfers=5, max_rows=2))
+    assert not agg["usermeta"]["timeline"]["detailed"] and agg["usermeta"]["timeline"]["group"] == 4
+    bars = [v for v in agg["data"]["values"] if v["row"] != charts.OPS_ROW]
+    assert sum(v["count"] for v in bars) == len(rows)
+    for v in bars:
+        lo, hi = (int(x) for x in v["row"].split()[1].split("-"))
+        k = int(v["what"].split(":")[0].split()[1])
+        part = [r for r in rows if r["op"] == k and lo <= r["src"] <= hi]
+        assert v["count"] == len(part)
+        assert (v["start"], v["end"]) == pytest.approx((min(r["start_s"] for r in part) / div,
+                                                       max(r["end_s"] for r in part) / div))
+    assert "group of 4" in agg["title"]["text"]
+
+
 # -- 4. layout pictures -------------------------------------------------------------------
 @pytest.mark.parametrize("text", ["[16{y}, 32{x}]", "[16, 32{x,y}]", "[16{x}, 32]", "[16, 32, 2{y}]"])
 def test_layout_cells_match_the_blocks_devices_hold(text):
@@ -497,7 +537,7 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
     _plan, res = _small_sim()
     view = work.simulate_view(res.schedule.to_json(), SMALL_MESH, "tpu-v4", "2x2x2")
     _check_trace_matches(json.loads(view["chrome_trace"]), res)
-    table = [d.value for d in at.dataframe if "busbw" in d.value.columns][0]
+    table = [d.value for d in at.table if "busbw" in d.value.columns][0]
     for row, o in zip(table.to_dict("records"), view["ops"]):
         assert row["busbw"] == fmt_bandwidth(o["busbw_Bps"]) and row["algbw"] == fmt_bandwidth(o["algbw_Bps"])
     assert any("nccl-tests" in c.value for c in at.caption)
@@ -572,10 +612,45 @@ def test_simulate_shows_the_binding_term_and_model_error(monkeypatch):
     _plan, res = _small_sim()
     cap = " ".join(c.value for c in at.caption)
     assert f"Lower bound binds on: **{res.lower_bound_kind}**" in cap
-    from ui.texts import lower_bound_help
+    from ui.texts import MACHINE_BOUND_TEXT, SEARCH_BOUND_TEXT, lower_bound_help
 
     assert lower_bound_help(res.lower_bound_kind) in cap
+    # the machine's bound named for what it bounds, every term listed; a fixed-rule planner
+    # (normal) has no search bound, so no second figure is named
+    assert MACHINE_BOUND_TEXT in cap and SEARCH_BOUND_TEXT not in cap
+    assert ", ".join(f"{k} {fmt_seconds(v)}" for k, v in res.lower_bound_terms.items()) in cap
+    assert {m.label: m.value for m in at.metric}["lower bound"] == fmt_seconds(res.lower_bound_s)
     assert "(TPU v4 ICI): 12.5 % mean absolute error against 7 published measurements, worst 30 %" in cap
+
+
+def test_simulate_names_the_plan_pages_search_bound_next_to_the_machine_bound():
+    """auto's plan: the Simulate page's lower bound is the machine's (every term listed), and the
+    caption names the Plan page's search bound of the same plan and what it leaves out."""
+    import simulator
+
+    from ui import plans
+    from ui.texts import MACHINE_BOUND_TEXT, SEARCH_BOUND_TEXT
+
+    at = _app("ui/pages/simulate.py", **SMALL)
+    _ok(at)
+    plan = plans.plan_for(scenario.Scenario(**dict(scenario.DEFAULTS, **SMALL)))
+    assert plan.planner == "auto" and plan.search["lower_bound_s"] is not None
+    check_moves_exactly(plan)
+    res = simulator.simulate_plan(plan, "tpu-v4:2x2x2")
+    cap = " ".join(c.value for c in at.caption)
+    assert {m.label: m.value for m in at.metric}["lower bound"] == fmt_seconds(res.lower_bound_s)
+    assert MACHINE_BOUND_TEXT in cap
+    assert ", ".join(f"{k} {fmt_seconds(v)}" for k, v in res.lower_bound_terms.items()) in cap
+    assert (f"The auto search's own lower bound, {fmt_seconds(plan.search['lower_bound_s'])} (the Plan page "
+            f"names it when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}") in cap
+    # the claim on the Plan page names the same figure as the search's
+    at.switch_page("ui/pages/plan.py").run()
+    claims = " ".join(m.value for m in at.markdown)
+    if plan.search["optimal"]:  # this small case: proven optimal, so no bound and gap are stated
+        assert "Optimal over the documented move set" in claims and "lower bound (injection only" not in claims
+    else:
+        assert f"the search's lower bound (injection only" in claims
+        assert f"is {fmt_seconds(plan.search['lower_bound_s'])}, gap" in claims
 
 
 def test_model_error_names_the_system_class():
@@ -857,7 +932,11 @@ def test_first_page_imports_no_pandas_and_the_warm_up_thread_does():
         "t.join(240)\n"
         "print(len(at.exception), len(at.error), len(at.metric) > 0, first, 'pandas' in sys.modules, t.is_alive())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    import os
+
+    env = dict(os.environ, APP_WARM_UP_DELAY_S="0")  # the thread's wait for the browser: none here
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     # the page drawn without an error and without pandas; the thread imported it and finished
     assert out.stdout.split()[-6:] == ["0", "0", "True", "False", "True", "False"], out.stdout + out.stderr[-2000:]

@@ -97,11 +97,15 @@ def test_simulate_default_matches_the_simulator():
         at.session_state["sim_view"] = view
         at.run()
         _ok(at)
-        charts = at.get("plotly_chart")
-        assert len(charts) == 1 and charts[0].proto.id.endswith(key), [c.proto.id for c in charts]
+        # the default tab is Vega-Lite (its first visit fetches no plotly.js), the others plotly
+        charts = at.get("vega_lite_chart" if view == "Timeline" else "plotly_chart")
+        assert len(charts) == 1, [c.proto for c in charts]
+        assert view == "Timeline" or charts[0].proto.id.endswith(key), charts[0].proto.id  # Vega-Lite has no id
+        assert len(at.get("plotly_chart" if view == "Timeline" else "vega_lite_chart")) == 0
         drawn.append(json.loads(charts[0].proto.spec))
+    assert drawn[0]["title"]["text"].startswith("Timeline: ")
     assert drawn[1]["layout"]["title"]["text"].startswith("Link load on tpu-v4:4x4x4")
-    ops = at.dataframe[0].value
+    ops = at.table[0].value
     assert list(ops["kind"]) == [o["kind"] for o in res.ops]
 
 

@@ -115,10 +115,13 @@ def test_a_plan_cut_by_the_work_budget_states_its_bound_and_gap():
     s = plan.search
     assert s["status"] == "best found within the work budget" and not s["optimal"]
     opt = [x for t, _lvl, x in plans.plan_claims(plan, fmt_bytes, fmt_seconds) if t == "optimality"]
-    assert opt == [f"Best found within the search's work budget: {fmt_seconds(s['time_s'])} under the "
-                   f"{s['cost_model']}; proven lower bound {fmt_seconds(s['lower_bound_s'])}, gap "
-                   f"{fmt_seconds(s['gap_s'])} ({100 * s['gap_s'] / s['time_s']:.3g} % of its time). "
-                   "A longer budget may find a cheaper plan."]
+    assert len(opt) == 1 and opt[0].startswith(
+        f"Best found within the search's work budget: {fmt_seconds(s['time_s'])} under the {s['cost_model']}; "
+        "the search's lower bound (injection only")
+    # the bound is named for what it bounds, and told apart from the Simulate page's machine bound
+    assert (f"is {fmt_seconds(s['lower_bound_s'])}, gap {fmt_seconds(s['gap_s'])} "
+            f"({100 * s['gap_s'] / s['time_s']:.3g} % of its time)") in opt[0]
+    assert "no hop latency or cut" in opt[0] and "the Simulate page's machine lower bound" in opt[0]
 
 
 # -- layout summaries -----------------------------------------------------------------------

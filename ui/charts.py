@@ -118,3 +118,123 @@ def plan_memory_spec(plan, easy_peak_bytes: int | None = None, capacity_bytes: i
         # SVG: crisp when zoomed or printed, and its text (title, labels) is the page's text
         "usermeta": {"embedOptions": {"renderer": "svg"}},
     }
+
+
+# -- the Simulate page's timeline --------------------------------------------------------------
+#: Tableau 10, one colour per op (shared with the plotly figures of ``ui.figures``).
+PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
+           "#9D755D", "#BAB0AC", "#EECA3B"]
+#: The timeline's first row: one bar per op.
+OPS_ROW = "ops"
+
+
+def timeline_rows(res, max_transfers: int = 4000, max_rows: int = 64) -> dict:
+    """What the timeline draws, as plain data (one pass over ``res.trace_rows()``).
+
+    With at most ``max_transfers`` transfers and ``max_rows`` sending devices every transfer
+    is a bar on its sender's row (``detailed``). Otherwise nothing is dropped: each bar spans
+    the first to the last transfer of one op sent by one device, or by one group of
+    ``group`` consecutive devices when there are more than ``max_rows``, and carries their
+    bytes and count. Worked example: 8 devices, 16 transfers of op 0, ``max_rows=2``: group 4,
+    rows ``dev 0-3`` and ``dev 4-7``, two bars of op 0 with count 8 each.
+
+    Returns ``{"ops": [{"op", "kind", "algorithm", "label", "start_s", "end_s"}], "bars":
+    [{"row", "op", "start_s", "end_s", "bytes", "count", "dst", "hops"}], "rows": [row labels,
+    top first], "title", "note", "transfers", "detailed", "group", "aggregate_ops"}``
+    (``dst`` and ``hops`` only on detailed bars).
+    """
+    from simulator.chrome_trace import aggregate_note
+
+    ops = [{"op": o["index"], "kind": o["kind"], "algorithm": o.get("algorithm") or "-",
+            "label": o.get("label") or "", "start_s": o["start_s"], "end_s": o["end_s"]} for o in res.ops]
+    ndev = res.num_devices
+    group = 1 if ndev <= max_rows else -(-ndev // max_rows)
+    kept, n, agg, senders = [], 0, {}, set()
+    for r in res.trace_rows():
+        n += 1
+        if n <= max_transfers:
+            kept.append(r)
+        senders.add(r["src"])
+        key = (r["op"], r["src"] // group)
+        a = agg.get(key)
+        if a is None:
+            agg[key] = [r["start_s"], r["end_s"], r["bytes"], 1]
+        else:
+            a[0], a[1], a[2], a[3] = min(a[0], r["start_s"]), max(a[1], r["end_s"]), a[2] + r["bytes"], a[3] + 1
+    detailed = n <= max_transfers and len(senders) <= max_rows
+
+    def lab(g):
+        return f"dev {g}" if group == 1 else f"dev {g * group}-{min(ndev, (g + 1) * group) - 1}"
+
+    if detailed:
+        bars = [{"row": f"dev {r['src']}", "op": int(r["op"]), "start_s": r["start_s"], "end_s": r["end_s"],
+                 "bytes": r["bytes"], "count": 1, "dst": r["dst"], "hops": r["hops"]}
+                for r in sorted(kept, key=lambda r: (r["op"], r["src"], r["start_s"]))]
+        rows = [f"dev {d}" for d in sorted(senders)]
+        title = f"Timeline: ops and every transfer each device sends ({n} transfers)"
+    else:
+        bars = [{"row": lab(g), "op": int(k), "start_s": v[0], "end_s": v[1], "bytes": v[2], "count": v[3]}
+                for (k, g), v in sorted(agg.items())]
+        rows = [lab(g) for g in sorted({g for (_k, g) in agg})]
+        if group == 1:
+            title = (f"Timeline: all {n} transfers, one bar per op and sending device "
+                     "(first to last transfer; bytes and count in the hover)")
+        else:
+            title = (f"Timeline: all {n} transfers, one bar per op and group of {group} consecutive "
+                     "devices (first to last transfer; bytes and count in the hover)")
+    return {"ops": ops, "bars": bars, "rows": rows, "title": title, "note": aggregate_note(res),
+            "transfers": n, "detailed": detailed, "group": group,
+            "aggregate_ops": [a["op"] for a in res.aggregate_ops]}
+
+
+def timeline_spec(tl: dict) -> dict:
+    """The Simulate page's timeline (Vega-Lite, so its first visit does not fetch plotly.js):
+    the rows of :func:`timeline_rows` as horizontal bars, ``ops`` on top, coloured by op,
+    time in the unit that fits the last op's end. Every bar is one datum of the spec's one
+    data set; ``usermeta["timeline"]`` keeps ``transfers``, ``detailed``, ``group`` and
+    ``aggregate_ops``."""
+    from ui.fmt import fmt_seconds, time_unit
+
+    span = max((o["end_s"] for o in tl["ops"]), default=0.0)
+    div, unit = time_unit(span)
+    names = {o["op"]: f"op {o['op']}: {o['kind']}" for o in tl["ops"]}
+    values = []
+    for o in tl["ops"]:
+        values.append({"row": OPS_ROW, "series": names[o["op"]], "start": o["start_s"] / div, "end": o["end_s"] / div,
+                       "what": f"op {o['op']} {o['kind']} {o['label']}".strip(), "algorithm": o["algorithm"],
+                       "when": f"{fmt_seconds(o['start_s'])} + {fmt_seconds(o['end_s'] - o['start_s'])}",
+                       "sent": "-"})
+    for b in tl["bars"]:
+        what = (f"{b['row']} -> dev {b['dst']}, {b['hops']} hops" if "dst" in b
+                else f"op {b['op']}: {b['row']} send {b['count']} transfers")
+        values.append({"row": b["row"], "series": names.get(b["op"], f"op {b['op']}"),
+                       "start": b["start_s"] / div, "end": b["end_s"] / div, "what": what, "algorithm": "",
+                       "when": f"{fmt_seconds(b['start_s'])} + {fmt_seconds(b['end_s'] - b['start_s'])}",
+                       "sent": fmt_bytes(b["bytes"]), "count": b["count"]})
+    order = [OPS_ROW] + tl["rows"]
+    domain = [names[o["op"]] for o in tl["ops"]]
+    title = {"text": tl["title"], "anchor": "start", "limit": 1100}
+    if tl["note"]:  # e.g. a 4096-device all-to-all costed in aggregate: named under the title
+        title["subtitle"] = tl["note"]
+    height = min(1400, 24 + 16 * len(order))  # 16 px a row: every row label fits at 11 px
+    return {
+        "title": title,
+        "data": {"values": values},
+        "mark": {"type": "bar", "height": {"band": 0.8}},
+        "height": height,
+        "encoding": {
+            "y": {"field": "row", "type": "nominal", "sort": order, "title": None,
+                  "axis": {"labelLimit": 120, "labelOverlap": False}},  # at most 65 rows of 16 px: all fit
+            "x": {"field": "start", "type": "quantitative", "title": f"time ({unit})",
+                  "scale": {"domain": [0, span / div if span else 1], "nice": False}},
+            "x2": {"field": "end"},
+            "color": {"field": "series", "type": "nominal", "title": None,
+                      "scale": {"domain": domain, "range": [PALETTE[o["op"] % len(PALETTE)] for o in tl["ops"]]},
+                      "legend": {"orient": "top", "labelLimit": 260}},
+            "opacity": {"condition": {"test": f"datum.row === '{OPS_ROW}'", "value": 1.0}, "value": 0.75},
+            "tooltip": [{"field": "what", "title": "what"}, {"field": "when", "title": "start + duration"},
+                        {"field": "sent", "title": "bytes"}, {"field": "algorithm", "title": "algorithm"}],
+        },
+        "usermeta": {"embedOptions": {"renderer": "canvas" if len(values) > 2000 else "svg"},
+                     "timeline": {k: tl[k] for k in ("transfers", "detailed", "group", "aggregate_ops")}},
+    }

@@ -280,104 +280,60 @@ def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.F
 
 
 # -- simulation -------------------------------------------------------------------------
-_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6",
-            "#9D755D", "#BAB0AC", "#EECA3B"]
+from ui.charts import PALETTE as _PALETTE  # noqa: E402 - one palette for plotly and Vega-Lite
 
 
 def timeline_figure(res, max_transfers: int = 4000, max_rows: int = 64) -> go.Figure:
-    """Gantt chart: one row per op (top), then the transfers devices send, coloured by
-    op. With at most ``max_transfers`` transfers and ``max_rows`` sending devices every
-    transfer is a bar on its sender's row. Otherwise nothing is dropped: each bar spans
-    the first to the last transfer of one op sent by one device (or one group of
-    consecutive devices, when there are more than ``max_rows``), with their bytes and
-    count in the hover; the title says which form is shown."""
-    ops = res.ops
-    span = max((o["end_s"] for o in ops), default=0.0)
+    """Gantt chart (plotly) of :func:`ui.charts.timeline_rows`: one row per op (top), then
+    the transfers devices send, coloured by op, every transfer or, beyond ``max_transfers``
+    transfers or ``max_rows`` sending devices, one bar per op and device (group) spanning
+    its transfers; the title says which form is shown. The Simulate page draws the same
+    rows with Vega-Lite (:func:`ui.charts.timeline_spec`)."""
+    from ui.charts import timeline_rows
+
+    tl = timeline_rows(res, max_transfers, max_rows)
+    span = max((o["end_s"] for o in tl["ops"]), default=0.0)
     div, unit = time_unit(span)
     fig = go.Figure()
-    for o in ops:
+    for o in tl["ops"]:
         fig.add_bar(
             y=["ops"], x=[(o["end_s"] - o["start_s"]) / div], base=[o["start_s"] / div],
-            orientation="h", marker_color=_PALETTE[o["index"] % len(_PALETTE)],
-            name=f"op {o['index']}: {o['kind']}", legendgroup=f"op{o['index']}",
-            customdata=[[fmt_seconds(o["start_s"]), fmt_seconds(o["duration_s"])]],
-            hovertemplate=(f"op {o['index']} {o['kind']} {o.get('label') or ''}<br>"
-                           f"algorithm {o.get('algorithm') or '-'}<br>"
+            orientation="h", marker_color=_PALETTE[o["op"] % len(_PALETTE)],
+            name=f"op {o['op']}: {o['kind']}", legendgroup=f"op{o['op']}",
+            customdata=[[fmt_seconds(o["start_s"]), fmt_seconds(o["end_s"] - o["start_s"])]],
+            hovertemplate=(f"op {o['op']} {o['kind']} {o['label']}<br>"
+                           f"algorithm {o['algorithm']}<br>"
                            "%{customdata[0]} + %{customdata[1]}<extra></extra>"),
         )
-    ndev = res.num_devices
-    # one pass over the transfers: keep them while few, aggregate always
-    rows, n = [], 0
-    group = 1 if ndev <= max_rows else -(-ndev // max_rows)
-    agg: dict = {}
-    senders = set()
-    for r in res.trace_rows():
-        n += 1
-        if n <= max_transfers:
-            rows.append(r)
-        senders.add(r["src"])
-        key = (r["op"], r["src"] // group)
-        a = agg.get(key)
-        if a is None:
-            agg[key] = [r["start_s"], r["end_s"], r["bytes"], 1]
+    by_op: dict = {}
+    for b in tl["bars"]:
+        by_op.setdefault(b["op"], []).append(b)
+    for k, part in sorted(by_op.items()):
+        if tl["detailed"]:
+            custom = [[b["dst"], fmt_bytes(b["bytes"]), b["hops"], fmt_seconds(b["start_s"]),
+                       fmt_seconds(b["end_s"] - b["start_s"])] for b in part]
+            hover = ("dev %{y} -> dev %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} hops"
+                     "<br>%{customdata[3]} + %{customdata[4]}<extra></extra>")
         else:
-            a[0], a[1], a[2], a[3] = min(a[0], r["start_s"]), max(a[1], r["end_s"]), a[2] + r["bytes"], a[3] + 1
-    detailed = n <= max_transfers and len(senders) <= max_rows
-    if detailed:
-        by_op: dict = {}
-        for r in rows:
-            by_op.setdefault(r["op"], []).append(r)
-        for k, part in sorted(by_op.items()):
-            fig.add_bar(
-                y=[f"dev {r['src']}" for r in part], x=[(r["end_s"] - r["start_s"]) / div for r in part],
-                base=[r["start_s"] / div for r in part], orientation="h",
-                marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
-                legendgroup=f"op{k}",
-                customdata=[[r["dst"], fmt_bytes(r["bytes"]), r["hops"], fmt_seconds(r["start_s"]),
-                             fmt_seconds(r["end_s"] - r["start_s"])] for r in part],
-                hovertemplate=("dev %{y} -> dev %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} hops"
-                               "<br>%{customdata[3]} + %{customdata[4]}<extra></extra>"),
-            )
-        labels = [f"dev {d}" for d in sorted(senders)]
-        title = f"Timeline: ops and every transfer each device sends ({n} transfers)"
-    else:
-        def lab(g):
-            if group == 1:
-                return f"dev {g}"
-            return f"dev {g * group}-{min(ndev, (g + 1) * group) - 1}"
-        by_op = {}
-        for (k, g), v in agg.items():
-            by_op.setdefault(k, []).append((g, v))
-        for k, part in sorted(by_op.items()):
-            part.sort()
-            fig.add_bar(
-                y=[lab(g) for g, _ in part], x=[(v[1] - v[0]) / div for _, v in part],
-                base=[v[0] / div for _, v in part], orientation="h",
-                marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
-                legendgroup=f"op{k}",
-                customdata=[[fmt_bytes(v[2]), v[3], fmt_seconds(v[0]), fmt_seconds(v[1] - v[0])] for _, v in part],
-                hovertemplate=(f"op {k}: %{{y}} send %{{customdata[1]}} transfers, %{{customdata[0]}}"
-                               "<br>first start %{customdata[2]}, span %{customdata[3]}<extra></extra>"),
-            )
-        labels = sorted({lab(g) for (_k, g) in agg}, key=lambda s: int(s.split()[1].split("-")[0]))
-        if group == 1:
-            title = (f"Timeline: all {n} transfers, one bar per op and sending device "
-                     "(first to last transfer; bytes and count in the hover)")
-        else:
-            title = (f"Timeline: all {n} transfers, one bar per op and group of {group} consecutive "
-                     "devices (first to last transfer; bytes and count in the hover)")
-    from simulator.chrome_trace import aggregate_note
-
-    note = aggregate_note(res)
-    if note:  # e.g. a 4096-device all-to-all: on the ops row, with no device bars
-        title += f"<br>{note}"
-    order = ["ops"] + labels
+            custom = [[fmt_bytes(b["bytes"]), b["count"], fmt_seconds(b["start_s"]),
+                       fmt_seconds(b["end_s"] - b["start_s"])] for b in part]
+            hover = (f"op {k}: %{{y}} send %{{customdata[1]}} transfers, %{{customdata[0]}}"
+                     "<br>first start %{customdata[2]}, span %{customdata[3]}<extra></extra>")
+        fig.add_bar(
+            y=[b["row"] for b in part], x=[(b["end_s"] - b["start_s"]) / div for b in part],
+            base=[b["start_s"] / div for b in part], orientation="h",
+            marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
+            legendgroup=f"op{k}", customdata=custom, hovertemplate=hover,
+        )
+    title = tl["title"] + (f"<br>{tl['note']}" if tl["note"] else "")
+    order = ["ops"] + tl["rows"]
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
     fig.update_layout(title=title, barmode="overlay", xaxis_title=f"time ({unit})",
-                      height=min(1600, 160 + 14 * len(order)), margin=dict(l=80, r=20, t=115 if note else 70, b=40),
+                      height=min(1600, 160 + 14 * len(order)),
+                      margin=dict(l=80, r=20, t=115 if tl["note"] else 70, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
-    fig.update_layout(meta={"transfers": n, "detailed": detailed, "group": group,
-                            "aggregate_ops": [a["op"] for a in res.aggregate_ops]})
+    fig.update_layout(meta={"transfers": tl["transfers"], "detailed": tl["detailed"], "group": tl["group"],
+                            "aggregate_ops": tl["aggregate_ops"]})
     return fig
 
 

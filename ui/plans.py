@@ -259,8 +259,11 @@ def plan_claims(plan: synth.Plan, fmt_bytes, fmt_seconds) -> list[tuple[str, str
         if low is not None and gap is not None:
             pct = f" ({100 * gap / t:.3g} % of its time)" if t > 0 else ""
             out.append(("optimality", "info", f"Best found {how}: {fmt_seconds(t)} "
-                        f"under the {model}; proven lower bound {fmt_seconds(low)}, gap "
-                        f"{fmt_seconds(gap)}{pct}. A longer budget may find a cheaper plan."))
+                        f"under the {model}; the search's lower bound (injection only: the bytes the "
+                        f"neediest device must receive over its links plus one launch, no hop latency or "
+                        f"cut) is {fmt_seconds(low)}, gap {fmt_seconds(gap)}{pct}. A longer budget may find "
+                        "a cheaper plan; the Simulate page's machine lower bound adds the hops and the "
+                        "cuts, and can be larger."))
         else:
             out.append(("optimality", "info", f"Best found {how}: {fmt_seconds(t)} "
                         f"under the {model}; no lower bound was established."))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import time
 
 import streamlit as st
 
@@ -50,11 +52,29 @@ def _inline(func: str, args: tuple, kind: str = ""):
     return view
 
 
+#: Seconds the warm-up thread waits after the first page's script run before it starts
+#: (``APP_WARM_UP_DELAY_S``, read when the thread starts), so it does not compete with the
+#: browser drawing that page.
+WARM_UP_DELAY_S = 2.5
+
+
+def warm_up_delay_s() -> float:
+    """``APP_WARM_UP_DELAY_S`` if set (seconds, 0 to 60), else :data:`WARM_UP_DELAY_S`."""
+    try:
+        v = float(os.environ.get("APP_WARM_UP_DELAY_S", WARM_UP_DELAY_S))
+    except ValueError:
+        return WARM_UP_DELAY_S
+    return min(60.0, max(0.0, v)) if v == v else WARM_UP_DELAY_S  # v != v: NaN
+
+
 @st.cache_resource(show_spinner=False)
 def warm_up():
     """Once per server, in a background thread: start the job workers' fork server
     (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
-    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job)."""
+    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job).
+    The thread waits :func:`warm_up_delay_s` first: the first page's script run has ended,
+    but the browser is still fetching its components and drawing it, and a fork server
+    starting on a 2-core machine takes the CPU it needs."""
     import threading
 
     # pandas and pyarrow are imported by the thread, not by the page's script run, so the
@@ -67,6 +87,7 @@ def warm_up():
     from ui import jobs, work
 
     def run():
+        time.sleep(warm_up_delay_s())
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
 
@@ -169,10 +190,9 @@ def check_placement(placement: str, mesh_text: str, profile: str, size: str) -> 
     models.Placement.of(placement.strip(), synth.Mesh.parse(mesh_text), machine(profile, size))
 
 
-def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
-               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
-    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
-    :class:`Pending` job while a worker computes it."""
+def _simulation_work(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+                     latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """``(func, args, units)`` of the Simulate page's work, every size limit checked first."""
     from ui import work
 
     sched = schedule or plan.to_schedule()
@@ -180,11 +200,26 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
     check_placement(placement, str(plan.mesh), sc.machine_profile, sc.machine_size)
     check_replay([sched], sc.machine_profile, sc.machine_size)
     sj = _schedule_key(sched)
-    units = work.schedule_units(json.loads(sj))
-    return run_work("simulate", "ui.work:simulate_view",
-                    (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
-                     float(bandwidth_scale), float(latency_scale)),
-                    units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+    args = (sj, str(plan.mesh), sc.machine_profile, sc.machine_size, placement.strip(),
+            float(bandwidth_scale), float(latency_scale))
+    return "ui.work:simulate_view", args, work.schedule_units(json.loads(sj))
+
+
+def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_scale: float = 1.0,
+               latency_scale: float = 1.0, schedule: synth.Schedule | None = None):
+    """The Simulate page's view of the plan (``ui.work.simulate_view``): a dict, or a
+    :class:`Pending` job while a worker computes it."""
+    func, args, units = _simulation_work(plan, sc, placement, bandwidth_scale, latency_scale, schedule)
+    return run_work("simulate", func, args, units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+
+
+def prefill_simulation(plan: synth.Plan, sc: Scenario) -> None:
+    """Compute the Simulate page's view of ``plan`` (row-major placement) now, into the
+    cache :func:`run_work` serves inline work from, outside any page (``ui.serve`` does it
+    for the default scenario at start, so the first visit to Simulate finds it computed)."""
+    func, args, _units = _simulation_work(plan, sc)
+    _inline(func, args, "simulate")
+    _INLINE_KEYS[json.dumps([func, args], sort_keys=True, default=str)] = None
 
 
 def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",

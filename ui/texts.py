@@ -70,6 +70,28 @@ LOWER_BOUND_HELP = {
 }
 
 
+#: What the two lower bounds the pages show are, in one sentence each (the Plan page's is the
+#: ``auto`` search's, ``Plan.search["lower_bound_s"]``: ``synth.planners.cost.lower_bound_s``;
+#: Simulate's is the machine's, ``models.analytic.schedule_lower_bound``). Worked example, the
+#: default scenario (tpu-v4 4x4x4): search bound 36.1 us (one launch plus the neediest device's
+#: bytes over its links); machine bound 98.2 us, the bisection cut of a torus dimension (its
+#: injection term, with the hops' latency, is 40.1 us; its latency floor 9 us). At 16x16x16,
+#: data=512,model=8: 5.49 us against 10.8 us.
+SEARCH_BOUND_TEXT = ("the injection term alone: the bytes the neediest device must "
+                     "receive over its own links' rate plus the least launch cost, under the planner's cost "
+                     "model; it leaves out the hops' latency and the torus or network cuts, so the Simulate "
+                     "page's machine lower bound, which has them, can be larger")
+MACHINE_BOUND_TEXT = ("the machine's lower bound for every plan of this redistribution under the model: the "
+                      "largest of the injection term (with the hops' latency), the latency floor, the cuts "
+                      "(bisection of each torus dimension, a node's NICs) and, on small machines, the LP")
+
+
+def lower_bound_terms_text(terms: dict, fmt_seconds) -> str:
+    """``'injection 40.1 us, latency 9 us, bisection_X 98.2 us'``: every term of the machine
+    bound, in the order the model gives them."""
+    return ", ".join(f"{k} {fmt_seconds(v)}" for k, v in (terms or {}).items())
+
+
 def lower_bound_help(kind: str | None) -> str:
     """One sentence on the binding term ``kind`` of the lower bound."""
     if not kind:

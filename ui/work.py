@@ -54,6 +54,7 @@ def _summary(res) -> dict:
     return {
         "time_s": float(res.time_s), "lower_bound_s": float(res.lower_bound_s),
         "lower_bound_kind": str(res.lower_bound_kind), "ratio_to_bound": res.ratio_to_bound,
+        "lower_bound_terms": {str(k): float(v) for k, v in (getattr(res, "lower_bound_terms", None) or {}).items()},
         "analytic_s": float(res.analytic_s), "peak_bytes_max_device": int(res.peak_bytes_max_device),
         "link_bytes_max": float(res.link_bytes_max), "link_bytes_total": float(res.link_bytes_array.sum()),
         "hbm_capacity_bytes": int(m.hbm_capacity_bytes), "machine_spec": m.spec, "machine_name": m.name,
@@ -82,9 +83,10 @@ def _ops_rows(res) -> list[dict]:
 def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, placement: str = "",
                   bandwidth_scale: float = 1.0, latency_scale: float = 1.0, *, progress=None) -> dict:
     """Everything the Simulate page shows: summary, op table (with nccl-tests bandwidths),
-    figures (timeline, memory, topology) and the Chrome trace."""
+    figures (timeline: a Vega-Lite spec, ``ui.charts.timeline_spec``; memory and topology:
+    plotly) and the Chrome trace."""
     from simulator.chrome_trace import chrome_trace_json
-    from ui import figures
+    from ui import charts, figures
 
     t0 = time.perf_counter()
     res = _simulate(schedule_json, mesh_text, profile, size, placement, bandwidth_scale, latency_scale,
@@ -94,7 +96,8 @@ def simulate_view(schedule_json: str, mesh_text: str, profile: str, size: str, p
     view = {
         "summary": _summary(res),
         "ops": _ops_rows(res),
-        "figures": {"timeline": figures.timeline_figure(res), "memory": figures.memory_figure(res),
+        # the timeline is Vega-Lite (the page's default tab: its first visit needs no plotly.js)
+        "figures": {"timeline": charts.timeline_spec(charts.timeline_rows(res)), "memory": figures.memory_figure(res),
                     "topology": (figures.topology_figure(res)
                                  if res.machine.topology.num_chips <= figures.TOPOLOGY_MAX_CHIPS
                                  else figures.topology_summary_figure(res))},

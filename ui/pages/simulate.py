@@ -10,9 +10,12 @@ from ui.errors import escape_md
 from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
 from ui.texts import (
     BANDWIDTH_NOTE,
+    MACHINE_BOUND_TEXT,
     OPS_BANDWIDTH_COLUMNS,
     OPS_TIME_COLUMNS,
+    SEARCH_BOUND_TEXT,
     lower_bound_help,
+    lower_bound_terms_text,
     model_error_text,
     ops_frame,
 )
@@ -28,12 +31,15 @@ PLACEMENT_HELP = (
 VIEWS = ("Timeline", "Link load", "Memory over time")
 
 
-def show_summary(sm: dict, me=None) -> None:
+def show_summary(sm: dict, me=None, search_bound_s: float | None = None) -> None:
+    """The simulation's metrics; ``search_bound_s``: the plan's own search bound (the Plan
+    page's), named next to the machine bound so a reader sees why they differ."""
     c = st.columns(5)
     c[0].metric("simulated time", fmt_seconds(sm["time_s"]))
     kind = sm.get("lower_bound_kind") or "?"
     c[1].metric("lower bound", fmt_seconds(sm["lower_bound_s"]),
-                help=f"Binding term: {kind}: {lower_bound_help(kind)}")
+                help=f"The machine lower bound: {MACHINE_BOUND_TEXT}. Binding term: {kind}: "
+                     f"{lower_bound_help(kind)}")
     c[2].metric("time / bound", fmt_ratio(sm["ratio_to_bound"]))
     cap = sm["hbm_capacity_bytes"]
     peak = sm["peak_bytes_max_device"]
@@ -44,7 +50,13 @@ def show_summary(sm: dict, me=None) -> None:
                      f"{fmt_bytes(cap)}.")
     c[4].metric("busiest link", fmt_bytes(sm["link_bytes_max"]),
                 help=f"Analytic (alpha-beta) estimate of the whole plan: {fmt_seconds(sm['analytic_s'])}.")
-    st.caption(f"Lower bound binds on: **{kind}**: {lower_bound_help(kind)} " + (model_error_text(me) or
+    terms = lower_bound_terms_text(sm.get("lower_bound_terms"), fmt_seconds)
+    st.caption(f"Lower bound binds on: **{kind}**: {lower_bound_help(kind)} It is {MACHINE_BOUND_TEXT}"
+               + (f" ({terms})" if terms else "") + ".")
+    if search_bound_s is not None:
+        st.caption(f"The auto search's own lower bound, {fmt_seconds(search_bound_s)} (the Plan page names it "
+                   f"when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}.")
+    st.caption((model_error_text(me) or
                "Model error against published measurements: not available (`simulator validate` "
                "has no figure for this machine yet)."))
 
@@ -75,7 +87,9 @@ def main():
                 f"machine `{sm['machine_spec']}`, placement `{sm['placement_text']}`")
     for w in sm["warnings"]:
         st.warning(escape_md(w))
-    show_summary(sm, machines.model_error(sm["machine_spec"]))
+    search = plan.search if isinstance(plan.search, dict) else {}
+    low = search.get("lower_bound_s")
+    show_summary(sm, machines.model_error(sm["machine_spec"]), float(low) if low is not None else None)
 
     figs = view["figures"]
     trace = view["chrome_trace"]
@@ -97,9 +111,9 @@ def main():
     timeline, links, memory = st.tabs(list(VIEWS), key="sim_view", on_change=share.save_page_fields)
     if timeline.open:
         if view["ops"]:
-            tl = figs["timeline"]
-            timeline.plotly_chart(tl, key="sim_timeline")
-            meta = tl.layout.meta or {}
+            tl = figs["timeline"]  # Vega-Lite (ui.charts.timeline_spec): no plotly.js for the default tab
+            timeline.vega_lite_chart(tl, key="sim_timeline", width="stretch")
+            meta = tl["usermeta"]["timeline"]
             if not meta.get("detailed", True):
                 timeline.caption(f"The timeline shows all {meta.get('transfers')} transfers aggregated, as its "
                                  "title says; the Chrome trace has every transfer (or, above 200,000, one "
@@ -113,9 +127,11 @@ def main():
         memory.plotly_chart(figs["memory"], key="sim_memory")
     st.subheader("Ops")
     ops = ops_frame(view["ops"])
-    st.dataframe(ops[list(OPS_TIME_COLUMNS)], hide_index=True, key="sim_ops_table")
+    # static tables (one row per op, a handful): the data grid is 1.2 MB of JavaScript the
+    # first visit to this page would otherwise wait for
+    st.table(ops[list(OPS_TIME_COLUMNS)], hide_index=True)
     st.markdown("**Bandwidth of each op**")  # a second table: one with every column is wider than the page
-    st.dataframe(ops[list(OPS_BANDWIDTH_COLUMNS)], hide_index=True, key="sim_ops_bandwidth")
+    st.table(ops[list(OPS_BANDWIDTH_COLUMNS)], hide_index=True)
     st.caption(BANDWIDTH_NOTE)
 
 
