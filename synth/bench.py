@@ -270,6 +270,87 @@ def format_bench(res: dict) -> str:
     return "\n".join(lines)
 
 
+def run_budget_quality(cases: int = 2000, seed: int = 0, budget_moves: int = 4000,
+                       base_moves: int | None = None, max_axes: int = 6, max_rank: int = 4) -> dict:
+    """What a work budget does to plan quality: every case planned by ``auto`` at
+    ``base_moves`` (default :data:`~synth.planners.cost.DEFAULT_BUDGET_MOVES`) and at
+    ``budget_moves``, the two final plans compared case by case: predicted time (cheaper /
+    equal / costlier, and by how much), peak live memory, the memory bound, collectives,
+    proven optimal, and the CPU time per call of each (this process's own)."""
+    from synth.planners import DEFAULT_BUDGET_MOVES, synthesize
+
+    base_moves = DEFAULT_BUDGET_MOVES if base_moves is None else int(base_moves)
+    inputs = bench_cases(cases, seed, max_axes, max_rank)
+    time_cmp = {"cheaper": 0, "equal": 0, "costlier": 0}
+    peak = {"lower": 0, "equal": 0, "higher": 0}
+    coll = {"fewer": 0, "equal": 0, "more": 0}
+    lost_bound = gained_bound = identical = 0
+    optimal = [0, 0]
+    worse, cpu = [], ([], [])
+    for k, (mesh, src, dst) in enumerate(inputs):
+        plans = []
+        for side, moves in enumerate((base_moves, budget_moves)):
+            c0 = time.process_time()
+            plans.append(synthesize(mesh, src, dst, budget_moves=moves))
+            cpu[side].append(time.process_time() - c0)
+        a, b = plans
+        ta, tb = a.search["time_s"], b.search["time_s"]
+        rel = (tb - ta) / ta if ta > 0 else (math.inf if tb > 0 else 0.0)
+        if rel > 1e-9:
+            time_cmp["costlier"] += 1
+            worse.append((rel, k))
+        elif rel < -1e-9:
+            time_cmp["cheaper"] += 1
+        else:
+            time_cmp["equal"] += 1
+        pa, pb = a.peak_live_bytes, b.peak_live_bytes
+        peak["lower" if pb < pa else "higher" if pb > pa else "equal"] += 1
+        ca, cb = a.num_collectives, b.num_collectives
+        coll["fewer" if cb < ca else "more" if cb > ca else "equal"] += 1
+        lost_bound += a.bound_holds and not b.bound_holds
+        gained_bound += b.bound_holds and not a.bound_holds
+        identical += plan_digest(a) == plan_digest(b)
+        optimal[0] += bool(a.search.get("optimal"))
+        optimal[1] += bool(b.search.get("optimal"))
+    worse.sort(key=lambda w: (-w[0], w[1]))
+    rel = np.array([w for w, _ in worse]) if worse else np.zeros(0)
+
+    def pct(xs):
+        ms = np.array(xs) * 1e3
+        return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+                "max_ms": float(ms.max())}
+
+    return {"cases": cases, "seed": seed, "base_moves": base_moves, "budget_moves": int(budget_moves),
+            "time": time_cmp, "identical_plans": identical, "peak_live": peak, "collectives": coll,
+            "bound_lost": int(lost_bound), "bound_gained": int(gained_bound),
+            "proven_optimal": optimal, "within_tie_tolerance": int((rel <= 0.01).sum()),
+            "costlier_median_pct": float(np.median(rel) * 100) if len(rel) else 0.0,
+            "costlier_max_pct": float(rel.max() * 100) if len(rel) else 0.0,
+            "worst_cases": [k for _, k in worse[:10]],
+            "cpu_base": pct(cpu[0]), "cpu_budget": pct(cpu[1])}
+
+
+def format_budget_quality(res: dict) -> str:
+    t, p, c = res["time"], res["peak_live"], res["collectives"]
+    b0, b1 = res["base_moves"], res["budget_moves"]
+    return "\n".join([
+        f"synth bench --quality-at {b1}: {res['cases']} seeded cases (seed {res['seed']}), auto's final "
+        f"plan at {b1} moves against {b0} moves, case by case",
+        f"  predicted time: cheaper {t['cheaper']}, equal {t['equal']}, costlier {t['costlier']} "
+        f"(within the 1% tie tolerance: {res['within_tie_tolerance']}; costlier by median "
+        f"{res['costlier_median_pct']:.2f}%, max {res['costlier_max_pct']:.1f}%; worst cases "
+        f"{res['worst_cases']}); identical plans {res['identical_plans']}",
+        f"  peak live: lower {p['lower']}, equal {p['equal']}, higher {p['higher']};  memory bound: "
+        f"lost {res['bound_lost']}, gained {res['bound_gained']};  collectives: fewer {c['fewer']}, "
+        f"equal {c['equal']}, more {c['more']}",
+        f"  proven optimal: {res['proven_optimal'][0]} at {b0} moves, {res['proven_optimal'][1]} at {b1}",
+        f"  CPU per call (this process): at {b0} moves p50 {res['cpu_base']['p50_ms']:.2f} ms, p99 "
+        f"{res['cpu_base']['p99_ms']:.1f} ms, max {res['cpu_base']['max_ms']:.0f} ms; at {b1} moves p50 "
+        f"{res['cpu_budget']['p50_ms']:.2f} ms, p99 {res['cpu_budget']['p99_ms']:.1f} ms, max "
+        f"{res['cpu_budget']['max_ms']:.0f} ms",
+    ])
+
+
 # -- the exhaustive reference -------------------------------------------------------------
 def _all_types(names, sizes, shape):
     """Every valid type (tuple of axis tuples per dim) over mesh axes ``names``."""

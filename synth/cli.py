@@ -5,6 +5,7 @@
                              [--budget-ms 10000] [--move-set full|whole-axes] [--free-device-order] [--json]
     python -m synth plan --mesh a=4@0-3 --src '[8{a}, 4]' --dst-mesh b=2,c=2@4-7 --dst '[8{b}, 4]'  (two meshes)
     python -m synth bench [--cases 2000] [--seed 0] [--planner auto,normal] [--runs 3] [--burn 2] [--json]
+    python -m synth bench --quality-at 4000 [--cases 2000]   (plans at 4,000 moves against the default budget)
     python -m synth agreement [--cases 1000] [--seed 0] [--json]
     python -m synth peers [--suite shardy,dtensor] [--budget-moves N] [--budget-ms MS] [--fuse] [--json]
 
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU burner processes beside the last run (default: 0)")
     b.add_argument("--slowest", type=int_arg(0, maximum=1000), default=0,
                    help="list this many cases with the most auto CPU time (default: 0)")
+    b.add_argument("--quality-at", type=budget_moves_arg, default=None, metavar="MOVES",
+                   help="plan every case at this work budget and at the default (or --budget-moves) "
+                        "and compare the final plans case by case (cheaper / equal / costlier)")
     b.add_argument("--json", action="store_true", help="print one JSON document")
     a = sub.add_parser("agreement", help="auto against an exhaustive search on small seeded cases")
     a.add_argument("--cases", type=int_arg(1, "cases"), default=1000, help="number of cases (default: %(default)s)")
@@ -196,6 +200,13 @@ def main(argv=None) -> int:
             bad = [p for p in planners if p not in PLANNERS]
             if bad or not planners:
                 raise RedistributionError(f"bench: unknown planner(s) {bad}; choose from {sorted(PLANNERS)}")
+            if args.quality_at is not None:
+                from synth.bench import format_budget_quality, run_budget_quality
+
+                res = run_budget_quality(args.cases, args.seed, args.quality_at, args.budget_moves,
+                                         args.max_axes, args.max_rank)
+                print(json.dumps(res) if args.json else format_budget_quality(res))
+                return 0
             res = run_bench(args.cases, args.seed, planners, args.max_axes, args.max_rank,
                             _auto_kw(args), runs=args.runs, burn=args.burn, slowest=args.slowest)
             if args.json:

@@ -157,3 +157,55 @@ def test_the_class_bound_prunes_a_class_it_cannot_beat():
     check_plan_exact(p)
     assert p.search["optimal"] is True
     assert p.search["moves"] < p.search["budget_moves"]
+
+
+@pytest.mark.parametrize("mesh, src, dst", CASES)
+def test_class_may_finish_locally_is_optimistic(mesh, src, dst):
+    _refuted_classes(mesh, src, dst)
+
+
+def _refuted_classes(mesh, src, dst):
+    """Where ``Space.class_may_finish_locally`` says no member of a permute class reaches
+    the target by local steps, none does: every member of every class met in the full
+    graph is checked with ``Space.local_reach`` (the per-state rule ``h`` uses)."""
+    sp = _space(mesh, src, dst)
+    _edges, _classes = _graph(sp)
+    seen, refuted = set(), 0
+    for state in list(sp.states):
+        dims, U = state
+        key = (sp.info(dims)[0], U)
+        if key in seen:
+            continue
+        seen.add(key)
+        if sp.class_may_finish_locally(*key):
+            continue
+        refuted += 1
+        for d2 in sp.class_members(*key):
+            assert not sp.local_reach((d2, U)), (
+                f"class {key} said not to finish locally, but member {d2} does ({mesh} {src} -> {dst})")
+    assert len(seen) >= 1
+    return refuted
+
+
+def test_class_rule_refutes_some_class():
+    """The rule above is not vacuous: on these cases it rules out some classes."""
+    assert sum(_refuted_classes(*c) for c in CASES) > 0
+
+
+def test_a_class_that_cannot_finish_locally_is_pruned_unenumerated():
+    """``[5760{y,x,v}] -> [5760{z,y,w,v}]`` on ``x=4,y=8,z=3,w=5,v=6`` (9 prime factors):
+    the source's permute class (192 blocks) holds more than a target block, so the deficit
+    bound is 0, but 192 is no product of a prefix of ``{z,y,w,v}`` (3, 24, 120, 720), so no
+    member finishes locally: the class key carries one more collective and the
+    2-collective incumbent prunes it. Before, enumerating its ~40,000 members spent the
+    whole work budget and the plan was not proven optimal."""
+    from synth.bench import check_plan_exact
+    from synth.planners import synthesize
+
+    mesh, src, dst = "x=4,y=8,z=3,w=5,v=6", "[5760{y,x,v}]", "[5760{z,y,w,v}]"
+    sp = _space(mesh, src, dst)
+    assert sp.h_class(sp.S0)[2] == 1 and sp.deficit_bytes(sp.shard(sp.S0)) == 0
+    p = synthesize(mesh, src, dst)
+    check_plan_exact(p)
+    assert p.search["optimal"] is True and p.search["collectives"] == 2
+    assert p.search["moves"] < 10_000

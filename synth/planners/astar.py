@@ -123,6 +123,8 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
 
     best_get = best_g.get
     h_list = sp._hv
+    local_id = sp.local_reach_id
+    one_op = (sp.floor, 0, 1)  # Space.h's least value off the local-reach states
 
     def relax(node, g2, node2, steps, live):
         if g2[0] == inf:
@@ -138,6 +140,12 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         j = node2[0]
         hh = h_list[j]
         if hh is None:
+            if upper is not None and not local_id(j):
+                # one more communicating op at least: where that alone reaches the upper
+                # bound, prune before the exact bound (numpy, per device) is computed; the
+                # exact bound is at least this one in every component, so the same nodes go
+                if key(g2, one_op) >= upper:
+                    return
             hh = h_id(j)
         if time_limit is not None and g2[0] + hh[0] > time_limit:
             return

@@ -51,6 +51,10 @@ _ZERO3 = (0.0, 0, 0)
 #: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
 EXACT_NEED_DEVICES = 4096
 
+#: Most integers :meth:`Space.block_index` keeps (8 bytes each: 32 MiB), whatever the mesh
+#: and the number of states; past it, new tuples are rebuilt from a cached prefix.
+BLOCK_INDEX_CACHE_ELEMS = 1 << 22
+
 
 def _strides(mesh: Mesh, names):
     """``(stride, size)`` of each named axis in row-major device ids."""
@@ -149,11 +153,14 @@ class Space:
         self._succ: dict = {}
         self._cur = None
         self._coords = None
+        self._bidx: dict = {}  # axis-index tuple -> block index per device (block_index)
+        self._bidx_elems = 0
         self._ids: dict = {}
         self.states: list = []   # id -> state
         self.shards: list = []   # id -> shard elements
         self.infos: list = []    # id -> info(dims) (hot loop: no nested-tuple hashing)
         self._hv: list = []      # id -> h (None until asked)
+        self._lr: list = []      # id -> local_reach (None until asked)
         self._nx: dict = {}      # axis-index tuple -> product of its sizes
         self.size = mesh.size
         self._exact = self.size <= EXACT_NEED_DEVICES
@@ -161,6 +168,7 @@ class Space:
         self._prods: dict = {}
         self._t_shard = self.info(self.T[0])[2]
         self._t_regions = None
+        self._t_prefix_products = None
         self._even_T = all(n % k == 0 for n, k in zip(self.shape, self.info(self.T[0])[0]))
         #: an uneven dim on either side: permutes may also change a dim's number of blocks
         #: where its local size stays (:func:`_relabel_moves`)
@@ -342,19 +350,11 @@ class Space:
         if v is None:
             import numpy as np
 
-            if self._coords is None:
-                ids = np.arange(self.mesh.size, dtype=np.int64)
-                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
             loc = self.info(a)[1]
             same = np.ones(self.mesh.size, dtype=bool)
             empty = np.zeros(self.mesh.size, dtype=bool)
             for i, (xa, xb) in enumerate(zip(a, b)):
-                ia = np.zeros(self.mesh.size, dtype=np.int64)
-                ib = np.zeros(self.mesh.size, dtype=np.int64)
-                for k in xa:
-                    ia = ia * self.sz[k] + self._coords[k]
-                for k in xb:
-                    ib = ib * self.sz[k] + self._coords[k]
+                ia, ib = self.block_index(xa), self.block_index(xb)
                 same &= ia == ib
                 empty |= ib * loc[i] >= self.shape[i]
             v = self._cost[key] = bool((same | empty).all())
@@ -492,6 +492,11 @@ class Space:
                     # element arrive somewhere, spread at best over all devices
                     nU = math.prod(self.sz[a] for a in U)
                     m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
+                    # and device 0 (its target block the whole target local shape) holds at
+                    # most one of the nU partial values of each element of its block: one
+                    # value at least arrives for each. Example, [12{w}, 3{x}]{U:v,y} ->
+                    # [12{w}, 3{x}] on w=x=2: 6 * 3 = 18 elements (the spread bound: 1)
+                    m = max(m, self._t_shard * self.itemsize)
                 v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._h[state] = v
         return v
@@ -519,9 +524,35 @@ class Space:
         elements of the 48 of its target block, so every member needs one collective
         receiving 46 elements more: the class entry's key is the permute plus that."""
         m = self.deficit_bytes(self.shard(state))
-        if m <= 0:
+        if m <= 0 and self.class_may_finish_locally(self.info(state[0])[0], state[1]):
             return _ZERO3
         return (max(self.floor, self.bytes_lb(m)), m, 1)
+
+    def class_may_finish_locally(self, splits, U) -> bool:
+        """Whether some type of these splits and pending sums ``U`` may reach the target by
+        local steps (:meth:`local_reach` of some class member; optimistic: False only
+        where no member can). :meth:`local_reach` needs ``U`` within the target's pending
+        sums and each dim a prefix of the target's dim followed by target-pending factors;
+        where no factor is target-pending and not in ``U`` and no dim is uneven, each
+        dim's split must then be the product of a prefix of the target's dim. Example,
+        ``x=4,y=8,z=3,w=5,v=6``, target ``[5760{z,y,w,v}]`` (prefix products 3, 24, 120,
+        720): no member of the class of splits (192,) finishes locally, so every member
+        needs one more collective and the class is pruned by a 2-collective incumbent
+        without enumerating its 40,000 members."""
+        if not self.TU.issuperset(U):
+            return False
+        if self.relabel or (self.TU - set(U)):
+            return True  # uneven dims (a relabel may finish) or pending factors to fill: maybe
+        pp = self._t_prefix_products
+        if pp is None:
+            pp = self._t_prefix_products = []
+            for t in self.T[0]:
+                acc, p = {1}, 1
+                for k in t:
+                    p *= self.sz[k]
+                    acc.add(p)
+                pp.append(acc)
+        return all(k in acc for k, acc in zip(splits, pp))
 
     def _overlap_dev(self, i, axes):
         """Per device, the overlap along dim ``i`` of its block under ``axes`` with its
@@ -531,18 +562,11 @@ class Space:
         if v is None:
             import numpy as np
 
-            if self._coords is None:
-                ids = np.arange(self.size, dtype=np.int64)
-                self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
             n = self.shape[i]
 
             def block(ax):
-                idx = np.zeros(self.size, dtype=np.int64)
-                k = 1
-                for a in ax:
-                    idx = idx * self.sz[a] + self._coords[a]
-                    k *= self.sz[a]
-                return idx * (n // k), n // k
+                ls = n // self.nprod(ax)
+                return self.block_index(ax) * ls, ls
 
             s0, ls = block(axes)
             tb = self._ov.get(("tblock", i))
@@ -551,6 +575,28 @@ class Space:
                 tb = self._ov[("tblock", i)] = (t0, t0 + lt)
             t0, t1 = tb
             v = self._ov[key] = np.maximum(np.minimum(s0 + ls, t1) - np.maximum(s0, t0), 0)
+        return v
+
+    def block_index(self, ax):
+        """Per device (row-major id), the index of its block along a dim split over the
+        axis indices ``ax`` (major to minor): memoised per tuple and built from the
+        tuple's prefix, so a new tuple costs one array op. Example, ``x=2,y=3``: ``(1, 0)``
+        (y major, then x) gives device ``(x, y)`` the block ``2 * y + x``."""
+        v = self._bidx.get(ax)
+        if v is None:
+            import numpy as np
+
+            if not ax:
+                v = np.zeros(self.size, dtype=np.int64)
+            else:
+                if self._coords is None:
+                    ids = np.arange(self.size, dtype=np.int64)
+                    self._coords = [(ids // st) % n for st, n in _strides(self.mesh, self.names)]
+                k = ax[-1]
+                v = self.block_index(ax[:-1]) * self.sz[k] + self._coords[k]
+            if self._bidx_elems + self.size <= BLOCK_INDEX_CACHE_ELEMS:
+                self._bidx[ax] = v  # past the cap a tuple is rebuilt from its cached prefix
+                self._bidx_elems += self.size
         return v
 
     def _overlap(self, i, axes):
@@ -678,6 +724,16 @@ class Space:
             self.infos.append(inf)
             self._hv.append(None)
         return i
+
+    def local_reach_id(self, i) -> bool:
+        """:meth:`local_reach` of state id ``i``, memoised by id."""
+        lr = self._lr
+        while len(lr) <= i:
+            lr.append(None)
+        v = lr[i]
+        if v is None:
+            v = lr[i] = self.local_reach(self.states[i])
+        return v
 
     def h_id(self, i):
         v = self._hv[i]
