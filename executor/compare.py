@@ -141,8 +141,10 @@ def compiled_schedule(machine_spec: str, strategy: str, mesh, src, dst, *, plan=
         from executor.shardy import shardy_plan
 
         plan = shardy_plan(mesh, src, dst, itemsize)
-    elif strategy == "ours" and plan is None:
-        plan = synthesize(mesh, src, dst, itemsize=itemsize)
+    elif strategy == "ours" and plan is None:  # auto for this machine: its cost, as the sweeps plan
+        from models.plan_cost import machine_cost
+
+        plan = synthesize(mesh, src, dst, itemsize=itemsize, cost=machine_cost(machine_spec, mesh, placement))
     compiler = tpu.compiler_for_profile(machine_spec)
     part = strategy.removeprefix("xla-") if strategy.startswith("xla-") else None
     if compiler == "xla-cpu":

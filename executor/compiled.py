@@ -77,10 +77,11 @@ def run(args) -> dict:
                 from executor.shardy import shardy_plan
 
                 p = plan if s == "ours" else shardy_plan(mesh, src, dst, plan.itemsize if plan else 4)
-                if p is None:
+                if p is None:  # auto for this machine: its cost, as the sweeps plan
+                    from models.plan_cost import machine_cost
                     from synth.planners import synthesize
 
-                    p = synthesize(mesh, src, dst)
+                    p = synthesize(mesh, src, dst, cost=machine_cost(machine, mesh, args.placement))
                 sched = p.to_schedule()
                 sched.meta.update({"compiler": "none", "plan_steps": [str(c) for c in p.steps]})
             else:

@@ -542,12 +542,11 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     ``compiled.memory_analysis()``), its collectives (from its HLO) and whether it
     rematerialized the whole array; no times (nothing runs)."""
     from executor.compare import parse_case
-    from synth.planners import synthesize
 
     t = target_of(target)
     mesh, src, dst = parse_case(mesh, src, dst)
     dtype, itemsize = _dtype(dtype, itemsize)
-    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    plan = plan_for_target(t, mesh, src, dst, planner=planner, itemsize=itemsize, placement=placement)
     out = {"target": t.spec, "compiler": t.compiler, "compile_only": True, "times": None,
            "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
            "placement": placement or "row-major"}
@@ -568,21 +567,39 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
     return out
 
 
-def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "auto",
-                placement=None) -> dict:
-    """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
-    the target's compiler, with XLA's rematerialization verdicts.
-
-    A program the compiler rejects because it does not fit in the chip's memory
-    ("RESOURCE_EXHAUSTED: Ran out of memory") gets ``*_temp_bytes = None`` and
-    ``*_oom`` = the compiler's message: it needs more than the whole HBM."""
+def plan_for_target(target, mesh, src, dst, *, planner: str = "auto", itemsize: int = 4,
+                    placement=None, **kw):
+    """Our plan for the target as the sweeps plan it: ``auto`` under the target
+    machine's cost (``models.plan_cost.machine_cost``, with ``placement``), not synth's
+    default alpha-beta; other planners take no cost model. ``kw``: ``synthesize``'s
+    budgets (``budget_moves``, ``budget_s``)."""
     from synth.planners import synthesize
 
     t = target_of(target)
+    if planner == "auto":
+        from models.plan_cost import machine_cost
+
+        kw["cost"] = machine_cost(t.machine(), mesh, placement)
+    return synthesize(mesh, src, dst, planner=planner, itemsize=itemsize, **kw)
+
+
+def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "auto",
+                placement=None, plan=None) -> dict:
+    """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
+    the target's compiler, with XLA's rematerialization verdicts.
+
+    Our plan is ``plan`` when given (the sweeps pass theirs), else
+    :func:`plan_for_target` (``auto`` under the target machine's cost).
+    A program the compiler rejects because it does not fit in the chip's memory
+    ("RESOURCE_EXHAUSTED: Ran out of memory") gets ``*_temp_bytes = None`` and
+    ``*_oom`` = the compiler's message: it needs more than the whole HBM."""
+    t = target_of(target)
     dtype, itemsize = _dtype(dtype, None)
-    plan = synthesize(mesh, src, dst, planner=planner, itemsize=itemsize)
+    if plan is None:
+        plan = plan_for_target(t, mesh, src, dst, planner=planner, itemsize=itemsize, placement=placement)
     row = {"target": t.spec, "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
-           "planner": plan.planner, "compile_s": 0.0}
+           "planner": plan.planner, "ours_cost_model": plan.search.get("cost_model") if plan.search else None,
+           "ours_plan_steps": [str(c) for c in plan.steps], "compile_s": 0.0}
     progs = [("ours", lambda: compile_plan(t, plan, dtype=dtype, placement=placement))]
     progs += [(p, lambda p=p: compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement))
               for p in ("shardy", "gspmd")]

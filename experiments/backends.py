@@ -497,7 +497,9 @@ def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v
         base = {"suite": case.suite, "case": case.name, "profile": prof, "num_devices": case.num_devices}
         try:
             machine = load_machine(prof, case.num_devices)
-            r = tpu.memory_case(machine.spec, mesh, src, dst, dtype=case.dtype, planner=planner)
+            # our plan exactly as the sweep's row plans it (auto: the machine's cost, the row's budget)
+            plan, _ = our_schedule(case, planner, case.itemsize, machine)
+            r = tpu.memory_case(machine.spec, mesh, src, dst, dtype=case.dtype, planner=planner, plan=plan)
             rows.append({**base, "status": "ok", **r})
         except Exception as e:  # noqa: BLE001 - one failed case is a row, not the end of the table
             rows.append({**base, "status": "error", "error": f"{type(e).__name__}: {e}"})

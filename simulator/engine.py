@@ -26,8 +26,9 @@ Common to both:
 * **Ops run one after another.** Op ``k+1`` starts when every device has finished op ``k``.
 * **Local ops** (dyn_slice, copy) cost ``alpha + (bytes read + written) / HBM bandwidth``.
 * **Memory**: at op start each participating device allocates its output; at op end it frees
-  its input. Every device runs every op of an SPMD program, so a permute's output is
-  allocated on all devices.
+  its input; an all-reduce runs in place (``synth.schedule.IN_PLACE_KINDS``: its output
+  takes its input's buffer). Every device runs every op of an SPMD program, so a
+  permute's output is allocated on all devices.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from models.errors import SimulationError
 from models.flow import maxmin_replay
 from models.placement import Placement
 from models.profiles import load_profile
+from synth.schedule import IN_PLACE_KINDS
 
 DEFAULT_MAX_CHUNKS = 8
 DEFAULT_MIN_CHUNK_BYTES = 4096
@@ -276,7 +278,8 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
     for k, op in enumerate(schedule.ops):
         part = _participants(op, P)
         start = t
-        if len(part):
+        in_place = op.kind in IN_PLACE_KINDS  # the output takes the input's buffer
+        if len(part) and not in_place:
             cur[part] += op.out_bytes
         mem_t.append(start)
         mem_b.append(cur.copy())
@@ -330,7 +333,7 @@ def simulate(schedule, machine, mesh=None, placement=None, *, engine: str = "flo
                 trace_ops.append(("flow", k, start + plan.alpha_s, lat, rows))
             dur = plan.alpha_s + lat + max(xfer, plan.reduce_s)
         t = start + dur
-        if len(part):
+        if len(part) and not in_place:
             cur[part] -= op.in_bytes
         mem_t.append(t)
         mem_b.append(cur.copy())

@@ -7,7 +7,8 @@ Each kind keeps its facets together:
                                computed only from the blocks other devices hold;
 * ``recv_elems(t, mesh)``   -- cost: elements each device receives (per device);
 * ``peak_elems(t, mesh)``   -- memory: the largest set of buffers live at once during
-                               the step (input + output, plus any re-padding buffer);
+                               the step (input + output, plus any re-padding buffer;
+                               an all-reduce runs in place: one buffer);
 * ``schedule_ops(...)``     -- device-level lowering (groups or pairs and bytes) for the
                                simulator (see :mod:`synth.schedule`).
 
@@ -661,6 +662,14 @@ class AllReduce(Collective):
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
+
+    def peak_elems(self, t_in, t_out, mesh):
+        """In place: the sum overwrites its input (one buffer, the shard). XLA's buffer
+        assignment gives an all-reduce its operand's slice when the operand dies there
+        (GPU: ``all-reduce-start`` at the operand's offset; libtpu: the second of two
+        chained all-reduces at the first's offset), as NCCL's in-place ``ncclAllReduce``.
+        Example: ``[8{y}, 4]{U:x}`` on ``x=2, y=2``, 4-byte items: 16 B live, not 32 B."""
+        return t_in.shard_elems(mesh)
 
     def __str__(self):
         return f"AllReduce({_axes_text(self.axis)})"

@@ -116,8 +116,8 @@ class Plan:
     @cached_property
     def peak_live_bytes(self) -> int:
         """Largest input+output pair live during one step (the input alone if no steps),
-        with an uneven dim's re-padding buffer where a step needs one
-        (:meth:`Collective.peak_elems`). Relabelling steps (:attr:`noop_steps`) allocate
+        with an uneven dim's re-padding buffer where a step needs one, and one buffer for
+        an all-reduce, which runs in place (:meth:`Collective.peak_elems`). Relabelling steps (:attr:`noop_steps`) allocate
         nothing and are skipped; a run of consecutive DynSlices is one local slice (see
         :meth:`device_steps`)."""
         peak = self.shard_bytes(self.src)

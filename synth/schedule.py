@@ -31,6 +31,9 @@ SCHEDULE_KINDS = (
     "reduce_scatter",
 )
 LOCAL_KINDS = ("dyn_slice", "copy")
+#: Kinds whose output overwrites their input (one buffer live, not two): the simulator's
+#: memory replay neither allocates nor frees for them (``AllReduce.peak_elems``).
+IN_PLACE_KINDS = ("all_reduce",)
 
 
 @dataclass(frozen=True)

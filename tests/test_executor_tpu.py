@@ -304,6 +304,27 @@ def test_memory_case_keeps_the_compilers_out_of_memory_verdict_through_the_guard
         assert "72.00 GiB of HBM" in row[f"{p}_oom"]
 
 
+def test_memory_case_plans_auto_for_the_target_machine():
+    # issue 19: tpu-memory planned auto under synth's default cost, where reduce-scatter,
+    # permute, all-gather (16 MiB of temp on v5p) tied with one all-reduce counted out of
+    # place; under the v5p's own cost, with the all-reduce in place, it is one all-reduce
+    from experiments.suites import load_suite
+    from synth.bench import check_plan_exact
+
+    case = next(c for c in load_suite("transformer") if c.name == "megatron-tp-allreduce-8")
+    mesh, src, dst = case.parsed()
+    plan = tpu.plan_for_target("tpu-v5p:2x2x2", mesh, src, dst, itemsize=case.itemsize)
+    check_plan_exact(plan)
+    assert plan.search["cost_model"].startswith("analytic model of tpu-v5p")
+    assert [c.kind for c in plan.steps] == ["all_reduce"]
+    assert plan.peak_live_bytes == plan.max_shard_bytes  # in place: one buffer
+    row = tpu.memory_case("tpu-v5p:2x2x2", mesh, src, dst, dtype=case.dtype)
+    assert row["ours_plan_steps"] == [str(c) for c in plan.steps]
+    assert row["ours_cost_model"] == plan.search["cost_model"]
+    assert row["ours_collectives"] == ["all_reduce"]
+    assert row["ours_temp_bytes"] <= min(row["shardy_temp_bytes"], row["gspmd_temp_bytes"])
+
+
 # -- the new types: pending sums, sub-axes, uneven dims ---------------------------------------
 NEW_TYPES = [
     ("x=4,y=2", "[1024{x}, 4096]{U:y}", "[1024{x}, 4096{y}]", "reduce_scatter"),

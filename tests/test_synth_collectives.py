@@ -186,6 +186,36 @@ def test_sharded_to_unreduced_grows_the_block_and_moves_nothing():
     assert np.array_equal(blocks[1][:4], 0 * blocks[1][:4]) and np.any(blocks[1][4:8])
 
 
+def test_an_all_reduce_is_counted_in_place():
+    """An all-reduce's output takes its input's buffer (XLA's buffer assignment gives it the
+    operand's offset, on GPU and on libtpu after a fusion): one shard live, not two. The
+    plan, the search's hot loop and the simulator's memory replay count it the same way."""
+    from simulator import simulate
+    from synth.planners.cost import DefaultCost
+    from synth.planners.moves import Space
+    from synth.planners.normal import MAX_FUSED_GROUP
+
+    mesh = Mesh.parse("x=2,y=2")
+    src, mid, dst = "[64{y}, 32]{U:x}", "[64{y}, 32]", "[64, 32]"
+    shard = 32 * 32 * 4
+    plan = Plan.build(mesh, src, dst, [AllReduce("x"), AllGather(0, "y")], itemsize=4)
+    # the all-reduce holds one 4 KiB shard; the gather its input and 8 KiB output
+    assert AllReduce("x").peak_elems(ArrayType.of(src), ArrayType.of(mid), mesh) == 32 * 32
+    assert plan.peak_live_bytes == shard + 2 * shard
+    only = Plan.build(mesh, src, mid, [AllReduce("x")], itemsize=4)
+    assert only.peak_live_bytes == shard
+    res = simulate(only.to_schedule(), "tpu-v4:2x2x1")
+    assert res.peak_bytes_max_device == shard
+    assert simulate(plan.to_schedule(), "tpu-v4:2x2x1").peak_bytes_max_device == plan.peak_live_bytes
+    sp = Space(mesh, ArrayType.of(src), ArrayType.of(mid), 4, DefaultCost(), MAX_FUSED_GROUP)
+    i = sp.intern(sp.S0)
+    lives = [live for steps, j, _, _, live in sp.successors(i, True)
+             if steps[-1][0] == "all_reduce" and sp.to_type(sp.states[j]) == ArrayType.of(mid)]
+    assert lives == [32 * 32]
+    for p in (plan, only):
+        _check(list(p.steps), p.src, mesh, p.dst)
+
+
 def test_a_wrong_data_rule_is_caught():
     """The interpreter fails a multi-dim data rule that swaps two blocks."""
     class Broken(MultiAllGather):

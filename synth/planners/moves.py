@@ -830,8 +830,8 @@ class Space:
 
     def live(self, step, a, b) -> int:
         """Elements live at once during ``step`` from ``a`` to ``b`` on a device: input and
-        output, or an uneven dim's re-padding buffer with either (each kind's
-        ``peak_elems``, on integers)."""
+        output, or an uneven dim's re-padding buffer with either, or the one buffer of an
+        all-reduce in place (each kind's ``peak_elems``, on integers)."""
         return self._live_i(step, self.info(a[0]), self.info(b[0]))
 
     def _live_i(self, step, ia, ib) -> int:
@@ -839,6 +839,8 @@ class Space:
         kind = step[0]
         _, la, sa, _ = ia
         _, lb, sb, _ = ib
+        if kind == "all_reduce":  # in place (AllReduce.peak_elems): one buffer
+            return sa
         pad = 0
         if kind == "dyn_slice":
             d = step[1]
