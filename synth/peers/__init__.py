@@ -363,6 +363,34 @@ VERDICTS = {
     "undecided": "not decided (our search did not prove its optimum within the proof budget)",
 }
 
+#: Why ours differs from a peer sequence that runs and uses no more collectives and bytes.
+TRADEOFF_VERDICTS = {
+    "lower_peak_live": "ours holds less peak live memory at a predicted time within the tie "
+                       "tolerance of the peer's (auto's tie rule: least peak live, then fewest "
+                       "collectives, then fewest bytes)",
+}
+
+
+def tradeoff_verdict(ours_plan, peer_plan_) -> dict | None:
+    """Why ``auto`` chose ``ours_plan`` over a runnable peer plan that is no worse in
+    collectives and received bytes, or None. Example: DTensor's ``AllToAll(0->1, b) ;
+    ReduceScatter(0, a)`` for ``[16{b}, 24]{U:a} -> [16{a}, 24{b}]`` on ``a=4,b=2``
+    receives 960 B and holds 1536 B live (the all-to-all's input and output); ours,
+    ``AllReduce(a) ; DynSlice ; DynSlice ; AllPermute``, receives 1344 B and holds 960 B
+    (the all-reduce runs in place), 10.03 against 10.02 us under the default model: a tie
+    within :data:`synth.planners.cost.TIE_TOLERANCE`, broken by peak live memory."""
+    from synth.planners.cost import TIE_TOLERANCE, DefaultCost, schedule_cost
+
+    if not (isinstance(ours_plan, Plan) and isinstance(peer_plan_, Plan)):
+        return None
+    cost = DefaultCost()
+    t_ours, t_peer = schedule_cost(ours_plan, cost)[0], schedule_cost(peer_plan_, cost)[0]
+    if ours_plan.peak_live_bytes < peer_plan_.peak_live_bytes and t_ours <= t_peer * (1 + TIE_TOLERANCE):
+        return {"verdict": "lower_peak_live", "ours_peak_live_bytes": int(ours_plan.peak_live_bytes),
+                "peer_peak_live_bytes": int(peer_plan_.peak_live_bytes), "ours_time_s": float(t_ours),
+                "peer_time_s": float(t_peer)}
+    return None
+
 
 def unrunnable_verdict(case: dict, peer: Side, lower: int | None, ours_plan, planner: str = "auto",
                        kw: dict | None = None) -> dict:
@@ -433,6 +461,7 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
         peer_p = peer_crossplan(case, ops) if case.get("dst_mesh") else peer_plan(case, ops)
         peer, replayed, why = Side.of(peer_p, lower), True, None
     except CollectiveError as e:  # the peer's sequence breaks our (JAX's) layout rules
+        peer_p = None
         if case.get("dst_mesh"):
             raise
         t = peer_by_types(case, ops)
@@ -444,6 +473,7 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
     no_worse = ours.collectives <= peer.collectives and ours.recv_bytes <= peer.recv_bytes
     no_better = peer.collectives <= ours.collectives and peer.recv_bytes <= ours.recv_bytes
     differ = (ours.collectives, ours.recv_bytes) != (peer.collectives, peer.recv_bytes)
+    tradeoff = tradeoff_verdict(ours_plan, peer_p) if replayed and no_better and differ else None
     return {
         "test": case["test"], "file": case["file"], "mesh": case["mesh"],
         **({"dst_mesh": case["dst_mesh"]} if case.get("dst_mesh") else {}), "src": case["src"],
@@ -456,7 +486,7 @@ def compare_case(case: dict, planner: str = "auto", alt: str | None = None, ours
         "dominates": no_worse and differ,
         "over_bound_peer_within": (not ours.within_bound) and peer.within_bound,
         "peer_replayed": replayed, "peer_not_replayed_why": why,
-        "peer_unrunnable_verdict": verdict,
+        "peer_unrunnable_verdict": verdict, "tradeoff_verdict": tradeoff,
     }
 
 
@@ -479,6 +509,9 @@ def summarize(rows: list[dict]) -> dict:
         "at_recv_bound_peer": sum(r["peer"]["at_recv_bound"] for r in comp),
         "peer_not_replayed": sum(not r["peer_replayed"] for r in rows),
         "dominated_runnable": sum(r["dominated"] and r["peer_replayed"] for r in rows),
+        "dominated_runnable_tradeoff": {v: sum(r["dominated"] and r["peer_replayed"] and bool(r["tradeoff_verdict"])
+                                               and r["tradeoff_verdict"]["verdict"] == v for r in rows)
+                                        for v in TRADEOFF_VERDICTS},
         "dominated_unrunnable": {v: sum(r["dominated"] and not r["peer_replayed"]
                                         and r["peer_unrunnable_verdict"]["verdict"] == v for r in rows)
                                  for v in VERDICTS},
@@ -517,7 +550,10 @@ def format_report(res: dict) -> str:
         lines += [
             f"  {name}: {m['cases']} cases ({s['not_expressible']} not expressible, listed in {s['file']})",
             f"    dominated by the peer        {m['dominated']:4d}   (target 0)",
-            f"      by a peer sequence that runs                     {m['dominated_runnable']:3d}",
+            f"      by a peer sequence that runs                     {m['dominated_runnable']:3d}"
+            + (f"   (ours holds less peak live memory in {m['dominated_runnable_tradeoff']['lower_peak_live']}"
+               f" of them, at a time within the tie tolerance)"
+               if m["dominated_runnable_tradeoff"]["lower_peak_live"] else ""),
             f"      by one that cannot run in JAX's padded layout    "
             f"{m['dominated'] - m['dominated_runnable']:3d}",
             f"    dominating the peer          {m['dominates']:4d}",
@@ -538,7 +574,11 @@ def format_report(res: dict) -> str:
                     f"(largest shard {o['max_shard_bytes']} B), peer {q['collectives']} coll. {q['recv_bytes']} B "
                     f"({q['max_shard_bytes']} B)")
             if r["peer_replayed"]:
-                lines.append(head + " (the peer's sequence runs)")
+                tv = r["tradeoff_verdict"]
+                lines.append(head + " (the peer's sequence runs" + (
+                    f"; peak live ours {tv['ours_peak_live_bytes']} B, peer {tv['peer_peak_live_bytes']} B, "
+                    f"time ours {tv['ours_time_s'] * 1e6:.4g} us, peer {tv['peer_time_s'] * 1e6:.4g} us: "
+                    f"{TRADEOFF_VERDICTS[tv['verdict']]})" if tv else ")"))
             else:
                 v = r["peer_unrunnable_verdict"]["verdict"]
                 lines.append(head + f" (costed from its types; cannot run as written: {VERDICTS[v]})")
