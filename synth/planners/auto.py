@@ -578,6 +578,16 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         optimal = False  # the search's step costs and the schedule's disagree: claim nothing
         notes.append(f"auto: the schedule costs {_fmt_t(t_s)} where the search counted "
                      f"{_fmt_t(st.found.cost[0])}; not claimed optimal")
+    uneven_or_pending = not (src.is_even(mesh) and dst.is_even(mesh)) or src.unreduced or dst.unreduced
+    if optimal and uneven_or_pending and t_s > lb_s * (1 + 1e-9):
+        # The known limit of "optimal" (docs/synth.md, "Known limit"): the search costs each
+        # permute of a chain, Plan.build merges them; on uneven dims (or with pending sums) a
+        # relabel can take several permutes, so a plan whose chain merges may cost less than
+        # this optimum (bench case 974: 15 us "optimal", a 10 us plan exists). A plan at the
+        # every-plan lower bound is optimal whatever the chains cost: no note then.
+        notes.append("auto: 'optimal' here counts each permute of a chain separately; with an "
+                     "uneven dim or a pending sum a plan whose permutes merge into one can cost less "
+                     "(docs/synth.md, 'Known limit')")
     if cut == "work" and st.found is not None:
         notes.append(f"auto: the work budget of {limit} moves ran out"
                      + (" while breaking ties (the plan is optimal; ties by peak memory were not all "
