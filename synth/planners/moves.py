@@ -44,6 +44,7 @@ from synth.collectives import (
 )
 from synth.mesh import Mesh
 from synth.planners.cost import op_time
+from synth.schedule import IN_PLACE_KINDS
 from synth.types import ArrayType, Dim, cuts_of, refine_type
 
 _ZERO3 = (0.0, 0, 0)
@@ -839,7 +840,7 @@ class Space:
         kind = step[0]
         _, la, sa, _ = ia
         _, lb, sb, _ = ib
-        if kind == "all_reduce":  # in place (AllReduce.peak_elems): one buffer
+        if kind in IN_PLACE_KINDS:  # the output takes the input's buffer (AllReduce.peak_elems)
             return sa
         pad = 0
         if kind == "dyn_slice":
