@@ -136,6 +136,17 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     h_list = sp._hv
     local_id = sp.local_reach_id
     one_op = (sp.floor, 0, 1)  # Space.h's least value off the local-reach states
+    # a time past which nothing is kept (the upper bound's, the tie pass's limit), with a
+    # margin for rounding: a state with g[0] + Space.comm_floor_id past it is expanded by
+    # its local moves and relabels only
+    limit_s = None
+    if not runs:
+        if upper is not None and not fewest:
+            limit_s = upper[0]
+        if time_limit is not None:
+            limit_s = time_limit if limit_s is None else min(limit_s, time_limit)
+        if limit_s is not None:
+            limit_s = limit_s * (1 + 1e-9) + 1e-18
 
     def relax(node, g2, node2, steps, live):
         if g2[0] == inf:
@@ -209,7 +220,13 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             return Found(_path(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
         sh = shards[i]
-        succ = sp.successors(i, full)
+        if limit_s is not None and g[0] + sp.comm_floor_id(i) > limit_s:
+            # every communicating move from here ends past the upper bound (or the tie
+            # pass's time limit): relax the local moves and relabels only (the others
+            # would all be pruned; the same nodes are kept, fewer moves are examined)
+            succ = sp.local_successors(i, full)
+        else:
+            succ = sp.successors(i, full)
         tick(len(succ))
         for steps, j, sh2, c, live in succ:
             if c is None:

@@ -742,6 +742,64 @@ class Space:
             v = self._hv[i] = self.h(self.states[i])
         return v
 
+    def comm_floor_id(self, i) -> float:
+        """Under the default model, no move from state id ``i`` that is neither local (a
+        slice, an Unreduce, a ShardedToUnreduced) nor a relabel (a permute to other splits,
+        which may move nothing) costs less than this many seconds: every other kind
+        receives at least half the shard on its neediest device (an all-to-all or a
+        reduce-scatter over ``n >= 2`` devices: ``(n - 1) / n`` of a buffer at least the
+        shard, or ``n - 1`` output shards of at least ``shard / n``; gathers, all-reduces
+        and permutes of the same splits at least the whole shard). Example: a shard of
+        1,000 elements of 4 bytes: ``5 us + 2,000 B / 50 GB/s = 5.04 us``. 0.0 under other
+        models (no such bound is known there)."""
+        if not self.fast:
+            return 0.0
+        return self._alpha + (self.shards[i] * self.itemsize // 2) / self._bw
+
+    def local_successors(self, i, full):
+        """The entries of :meth:`successors` ``(i, full)`` whose move is local or a
+        relabel (the kinds :meth:`comm_floor_id` does not bound), in the same order, built
+        without generating the others. The engine expands a state with these alone where
+        any other move would cost past its upper bound (so none of them could be kept)."""
+        key = (i, full, "local")
+        v = self._succ.get(key)
+        if v is not None:
+            return v
+        whole = self._succ.get((i, full))
+        if whole is not None:
+            v = [e for e in whole if _is_local_entry(self, e, i)]
+        else:
+            v = []
+            state = self.states[i]
+            ia = self.infos[i]
+            self._cur = (state[0], ia)
+            gens = [_slice_moves]
+            if self.relabel:
+                gens.append(lambda sp, st, f: _relabel_moves(sp, st))
+                if full:
+                    gens.append(lambda sp, st, f: _other_split_moves(sp, st))
+            gens += [_unreduce_moves, _s2u_moves]
+            for gen in gens:
+                for steps, s2 in gen(self, state, full):
+                    j = self._ids.get(s2)
+                    if j is None:
+                        j = self.intern(s2)
+                    ib = self.infos[j]
+                    last = steps[0]
+                    live = self._live_i(last, ia, ib)
+                    kind = last[0]
+                    if kind == "dyn_slice":
+                        c = None
+                    elif kind == "all_permute":
+                        c = self._ab_i(last, ia, ib) if self.fast else None
+                        if c is None:
+                            c = self.step_cost(last, state, s2)
+                    else:
+                        c = _ZERO3 if self.fast else self.step_cost(last, state, s2)
+                    v.append((steps, j, ib[2], c, live))
+        self._succ[key] = v
+        return v
+
     def successors(self, i, full):
         """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
         of the steps, live elements)`` (cost None for a slice, whose cost depends on the
@@ -880,6 +938,18 @@ class Space:
         sent, raw = math.prod(sent), math.prod(raw)
         pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
         return max(sa + pad, pad + sb) if pad else sa + sb
+
+
+def _is_local_entry(sp: Space, entry, i) -> bool:
+    """Whether a :meth:`Space.successors` entry from state id ``i`` is a local move or a
+    relabel (one step, a permute to other splits)."""
+    steps, j = entry[0], entry[1]
+    if len(steps) > 1:
+        return False
+    kind = steps[0][0]
+    if kind in ("dyn_slice", "unreduce", "sharded_to_unreduced"):
+        return True
+    return kind == "all_permute" and sp.infos[j][0] != sp.infos[i][0]
 
 
 def _subsets_with_product(axes, sz, want):
