@@ -20,6 +20,7 @@ from synth.planners import MAX_FUSED_GROUP, DefaultCost, synthesize
 from synth.planners.moves import Space, _is_local_entry, work_mesh
 from synth.types import ArrayType, refine_type
 
+
 def _space(mesh, src, dst, itemsize=4):
     mesh, src, dst = Mesh.of(mesh), ArrayType.of(src), ArrayType.of(dst)
     wm = work_mesh(mesh, [src, dst])
