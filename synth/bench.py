@@ -176,7 +176,10 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
     digests = []
     per_run = []
     auto_rows = []
+    from synth.memo import clear_all
+
     for run in range(runs):
+        clear_all()  # every run measures cold calls: nothing memoised by the previous run
         times = {p: [] for p in planners}
         cpu = {p: [] for p in planners}
         within = {p: 0 for p in planners}

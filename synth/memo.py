@@ -6,6 +6,7 @@ mesh) values many times over, within one ``synthesize`` call and across calls. A
 :data:`MAX_BYTES` bytes of arrays, then starts afresh (so memory stays bounded whatever
 the meshes). Arrays it hands out are read-only: a caller that wrote one would corrupt
 every later answer, so writing raises instead. An error is never memoised.
+:func:`clear_all` empties them all.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ def _nbytes(v) -> int:
     return 0
 
 
+#: Every memo made, so that :func:`clear_all` can empty them (``synth bench`` does before
+#: each run: it measures cold calls, not these memos).
+_ALL: list = []
+
+
+def clear_all() -> None:
+    """Empty every :class:`Memo` (values kept across ``synthesize`` calls)."""
+    for m in _ALL:
+        m.clear()
+
+
 class Memo:
     """``memo.get(key, make)``: the value memoised for ``key``, or ``make()`` (then kept)."""
 
@@ -36,6 +48,7 @@ class Memo:
         self.name = name
         self.values: dict = {}
         self.nbytes = 0
+        _ALL.append(self)
 
     def get(self, key, make):
         try:
