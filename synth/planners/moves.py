@@ -349,16 +349,32 @@ class Space:
             # is block b of the new one where they are 0, past the dim's end elsewhere
             v = self._cost[key] = True
         if v is None:
-            import numpy as np
-
+            # a dim split the same way on both sides keeps every device's block index; a
+            # device whose block is past the end of some dim under ``b`` holds nothing
             loc = self.info(a)[1]
-            same = np.ones(self.mesh.size, dtype=bool)
-            empty = np.zeros(self.mesh.size, dtype=bool)
+            same = empty = None
             for i, (xa, xb) in enumerate(zip(a, b)):
-                ia, ib = self.block_index(xa), self.block_index(xb)
-                same &= ia == ib
-                empty |= ib * loc[i] >= self.shape[i]
-            v = self._cost[key] = bool((same | empty).all())
+                e = self._past_end(i, xb, loc[i])
+                if e is not None:
+                    empty = e if empty is None else empty | e
+                if xa != xb:
+                    d = self.block_index(xa) == self.block_index(xb)
+                    same = d if same is None else same & d
+            if same is None:
+                v = True
+            else:
+                v = bool((same | empty).all()) if empty is not None else bool(same.all())
+            self._cost[key] = v
+        return v
+
+    def _past_end(self, i, ax, loc):
+        """Per device, whether its block of dim ``i`` split over ``ax`` (blocks of ``loc``)
+        starts past the dim's end; None where no device's does (memoised)."""
+        key = ("past", i, ax, loc)
+        v = self._ov.get(key, False)
+        if v is False:
+            e = self.block_index(ax) * loc >= self.shape[i]
+            v = self._ov[key] = e if e.any() else None
         return v
 
     def _ab_i(self, step, ia, ib):
@@ -718,19 +734,23 @@ class Space:
         """The id of ``state`` (states are numbered as first seen)."""
         i = self._ids.get(state)
         if i is None:
-            i = self._ids[state] = len(self.states)
-            inf = self.info(state[0])
-            self.states.append(state)
-            self.shards.append(inf[2])
-            self.infos.append(inf)
-            self._hv.append(None)
+            i = self._new_id(state)
+        return i
+
+    def _new_id(self, state) -> int:
+        """:meth:`intern` of a state not seen yet (the caller has looked it up)."""
+        i = self._ids[state] = len(self.states)
+        inf = self.info(state[0])
+        self.states.append(state)
+        self.shards.append(inf[2])
+        self.infos.append(inf)
+        self._hv.append(None)
+        self._lr.append(None)
         return i
 
     def local_reach_id(self, i) -> bool:
         """:meth:`local_reach` of state id ``i``, memoised by id."""
         lr = self._lr
-        while len(lr) <= i:
-            lr.append(None)
         v = lr[i]
         if v is None:
             v = lr[i] = self.local_reach(self.states[i])
@@ -783,7 +803,7 @@ class Space:
                 for steps, s2 in gen(self, state, full):
                     j = self._ids.get(s2)
                     if j is None:
-                        j = self.intern(s2)
+                        j = self._new_id(s2)
                     ib = self.infos[j]
                     last = steps[0]
                     live = self._live_i(last, ia, ib)
@@ -817,7 +837,7 @@ class Space:
         v = []
         state = self.states[i]
         ids, infos, shards = self._ids, self.infos, self.shards
-        intern, live_i = self.intern, self._live_i
+        intern, live_i = self._new_id, self._live_i
         ia = infos[i]
         sh_i = shards[i]
         two = 2 * sh_i
