@@ -43,7 +43,7 @@ from synth.planners.cost import (
     lower_bound_s,
     schedule_cost,
 )
-from synth.planners.moves import MOVES, Space, work_mesh
+from synth.planners.moves import LOCAL_MOVE_KINDS, MOVES, Space, work_mesh
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
 
@@ -189,7 +189,7 @@ SEED_MOVES = 2000
 SEED_CANDIDATES = 48
 #: Permute targets the seed tries first (types from which gathers and slices finish).
 SEED_PERMUTES = 16
-_LOCAL_MOVES = ("dyn_slice", "unreduce", "sharded_to_unreduced")
+_LOCAL_MOVES = LOCAL_MOVE_KINDS
 
 
 def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):

@@ -49,6 +49,10 @@ from synth.types import ArrayType, Dim, cuts_of, refine_type
 
 _ZERO3 = (0.0, 0, 0)
 
+#: The local move kinds (no communication; free under the default model). A new local kind
+#: is listed here: :meth:`Space.local_successors` generates these (and relabels) alone.
+LOCAL_MOVE_KINDS = ("dyn_slice", "unreduce", "sharded_to_unreduced")
+
 #: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
 EXACT_NEED_DEVICES = 4096
 
@@ -793,12 +797,14 @@ class Space:
             state = self.states[i]
             ia = self.infos[i]
             self._cur = (state[0], ia)
-            gens = [_slice_moves]
-            if self.relabel:
-                gens.append(lambda sp, st, f: _relabel_moves(sp, st))
-                if full:
-                    gens.append(lambda sp, st, f: _other_split_moves(sp, st))
-            gens += [_unreduce_moves, _s2u_moves]
+            gens = []  # in the move table's order, as successors lists them
+            for kind, gen in MOVES.items():
+                if kind in LOCAL_MOVE_KINDS:
+                    gens.append(gen)
+                elif kind == "all_permute" and self.relabel:
+                    gens.append(lambda sp, st, f: _relabel_moves(sp, st))
+                    if full:
+                        gens.append(lambda sp, st, f: _other_split_moves(sp, st))
             for gen in gens:
                 for steps, s2 in gen(self, state, full):
                     j = self._ids.get(s2)
@@ -967,7 +973,7 @@ def _is_local_entry(sp: Space, entry, i) -> bool:
     if len(steps) > 1:
         return False
     kind = steps[0][0]
-    if kind in ("dyn_slice", "unreduce", "sharded_to_unreduced"):
+    if kind in LOCAL_MOVE_KINDS:
         return True
     return kind == "all_permute" and sp.infos[j][0] != sp.infos[i][0]
 
