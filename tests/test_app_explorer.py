@@ -259,31 +259,6 @@ def test_whatif_chart_never_joins_two_machines_and_matches_the_rows():
 
 
 # -- 3. timeline ---------------------------------------------------------------------------
-def test_timeline_aggregates_without_dropping_transfers():
-    _plan, res = _small_sim()
-    rows = list(res.trace_rows())
-    full = figures.timeline_figure(res)
-    assert full.layout.meta["detailed"] and full.layout.meta["transfers"] == len(rows)
-    sent = sum(len(t.x) for t in full.data if t.y[0] != "ops")
-    assert sent == len(rows)
-    agg = figures.timeline_figure(res, max_transfers=5, max_rows=2)
-    meta = agg.layout.meta
-    assert not meta["detailed"] and meta["transfers"] == len(rows) and meta["group"] == 4
-    assert f"all {len(rows)} transfers" in agg.layout.title.text and "group of 4" in agg.layout.title.text
-    counts = sum(c[1] for t in agg.data if t.y[0] != "ops" for c in t.customdata)
-    assert counts == len(rows)
-    # every bar spans its group's transfers exactly
-    for t in agg.data:
-        if t.y[0] == "ops":
-            continue
-        k = int(t.hovertemplate.split(":")[0].split()[1])
-        for label, base in zip(t.y, t.base):
-            lo = int(label.split()[1].split("-")[0])
-            starts = [r["start_s"] for r in rows if r["op"] == k and lo <= r["src"] < lo + 4]
-            div, _ = figures.time_unit(max(o["end_s"] for o in res.ops))
-            assert base == pytest.approx(min(starts) / div)
-
-
 def test_timeline_spec_draws_every_transfer_of_the_simulation():
     """The Simulate page's Vega-Lite timeline (``ui.charts.timeline_spec``): valid Vega-Lite,
     one bar per op on the ops row and, detailed, one bar per transfer of the simulation on
@@ -546,12 +521,29 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
 def test_compare_shows_busbw_and_log_ticks():
     at = _app("ui/pages/compare.py", **SMALLN)
     _ok(at)
-    df = next(d.value for d in at.dataframe if "its busbw" in d.value.columns)
+    df = next(d.value for d in at.table if "its busbw" in d.value.columns)
     assert {"strategy", "its algbw", "its busbw", "bus peak"} <= set(df.columns)
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    ya = spec["layout"]["yaxis"]
-    assert ya["type"] == "log" and len(ya["tickvals"]) >= 2
-    assert spec["data"][-1]["name"].startswith("lower bound")  # drawn last: in front of the bars
+    assert not at.get("plotly_chart")  # Vega-Lite: the page fetches no plotly.js
+    import altair as alt
+
+    from ui import charts
+
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    alt.Chart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    assert spec["title"]["text"] == charts.STRATEGIES_TITLE
+    time_panel, mem_panel = spec["hconcat"]
+    bars, rule, label = time_panel["layer"]  # the bound is drawn after the bars: in front of them
+    y = bars["encoding"]["y"]
+    assert y["scale"]["type"] == "log" and len(y["axis"]["values"]) >= 2
+    assert y["title"].startswith("simulated time (") and mem_panel["layer"][0]["encoding"]["y"]["title"].startswith(
+        "peak memory per device (")
+    assert rule["mark"]["type"] == "rule" and label["data"]["values"][0]["label"].startswith("lower bound")
+    # every bar is the strategy's simulated time in the axis unit, the table's value
+    table = next(d.value for d in at.table if "simulated time" in d.value.columns)
+    shown = {r["strategy"]: r["value"] for r in bars["data"]["values"]}
+    assert list(shown) == list(table["strategy"])
+    for r in bars["data"]["values"]:
+        assert r["text"] == table.set_index("strategy").loc[r["strategy"], "simulated time"]
 
 
 # -- 7. shareable links ---------------------------------------------------------------------

@@ -136,7 +136,7 @@ def _table(at) -> dict:
     by strategy; each part lists the same strategies in the same order."""
     from ui.texts import COMPARE_TABLES as TABLES
 
-    parts = [d.value for d in at.dataframe[:len(TABLES)]]
+    parts = [d.value for d in at.table[:len(TABLES)]]
     assert [list(p.columns) for p in parts] == [["strategy", *cols] for _t, cols, _n in TABLES]
     assert all(list(p["strategy"]) == list(parts[0]["strategy"]) for p in parts)
     rows: dict = {}
@@ -163,7 +163,7 @@ def test_compare_default_simulates_every_planner():
         assert rows[name]["simulated time"] == fmt_seconds(res.time_s)
         assert rows[name]["peak memory per device"] == fmt_bytes(res.peak_bytes_max_device)
     assert len(at.button) >= 2  # XLA and measure buttons, nothing run yet
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 1 and not at.get("plotly_chart")
 
 
 def test_compare_whatif_bandwidth_and_mesh():
@@ -296,8 +296,21 @@ def test_calibration_shows_report_and_parameters(calibrated):
     m = _metrics(at)
     assert m["held-out MAPE"] == f"{rep['mape']:.1f} %"
     assert m["held-out plans"] == str(rep["n_heldout"])
-    assert len(at.get("plotly_chart")) == 2
-    params = at.dataframe[-1].value
+    assert not at.get("plotly_chart")  # Vega-Lite: the page fetches no plotly.js
+    held, fit = (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+    import altair as alt
+
+    for spec in (held, fit):
+        alt.Chart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    # every held-out plan of the report is one point, at its measured and predicted seconds
+    unit = held["layer"][1]["encoding"]["x"]["title"].rsplit("(", 1)[1].rstrip(")")
+    div = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    pts = held["layer"][1]["data"]["values"]
+    got = sorted((p["measured"] * div, p["predicted"] * div) for p in pts)
+    want = sorted((r["measured_s"], r["predicted_s"]) for r in rep["heldout"])
+    assert len(got) == len(want) and all(g == pytest.approx(w) for g, w in zip(got, want))
+    assert {p["group"] for p in pts} == {r["strategy"] for r in rep["heldout"]}
+    params = at.table[-1].value
     assert set(params["scope"]) >= {"machine"} | set(prof["collectives"])
     assert all(params["source"].str.len() > 0)
 

@@ -268,7 +268,7 @@ def test_sweeps_smoke_run_starts_in_the_background_and_cancels(tmp_path):
 def test_calibration_overview_and_implausible_values(tmp_path):
     at = _app("ui/pages/calibration.py")
     assert not at.error
-    over = at.dataframe[0].value  # the overview comes first
+    over = at.table[0].value  # the overview comes first
     shipped = files.calibrated_profiles(files.calibrated_dir())
     assert list(over["profile"]) == [Path(p).stem for p in shipped]
     for p in shipped:  # the count the overview shows is the flags of that file
@@ -289,6 +289,6 @@ def test_calibration_overview_and_implausible_values(tmp_path):
     assert not at.exception and not at.error
     warn = [w.value for w in at.warning if "implausible" in w.value]
     assert warn and "`machine.link_bandwidth_Bps`: 1,000,000 GB/s is at the fit's cap" in warn[0]
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     row = table[(table["scope"] == "machine") & (table["parameter"] == "link_bandwidth_Bps")]
     assert row["implausible"].iloc[0] == flags[("machine", "link_bandwidth_Bps")]
