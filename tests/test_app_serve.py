@@ -108,7 +108,6 @@ def test_the_default_simulation_is_ready_before_the_first_visit_to_simulate(smal
     serves inline work from: the first visit runs no simulation and shows the simulator's
     figures for the warm-up's plan."""
     import simulator
-
     from ui import runs, work
 
     monkeypatch.setattr(runs, "warm_up", lambda: None)

@@ -380,3 +380,49 @@ def measured_vs_predicted_spec(groups: dict, title: str, x_label: str, y_label: 
         ],
         "usermeta": {"embedOptions": {"renderer": "svg"}},
     }
+
+
+# -- the Sweeps page's strip charts -------------------------------------------------------------
+def sweep_strip_spec(df, y: str, title: str, y_title: str, bound: float | None = None,
+                     bound_label: str = "") -> dict:
+    """One point per row of ``df``: column ``y`` per planner (x), coloured by machine, on a
+    log axis with 1-2-5 ticks labelled as ratios (``2x``), the bound drawn as a dashed
+    green rule with its label; the hover names the case. ``usermeta["y"]`` is the column.
+
+    Worked example: rows (auto, tpu-v4, 1.0), (easy, tpu-v4, 64.0), bound 1: planners
+    ``auto``, ``easy`` across, points at 1 and 64, ticks 0.5x .. 100x, the rule at 1.
+    """
+    planners = sorted(str(p) for p in df["planner"].dropna().unique())
+    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else []
+    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
+    points = [{"planner": str(p), "machine": str(m) if "machine" in df else "", "case": str(c), "value": float(v),
+               "text": f"{float(v):.3g}x"}
+              for p, m, c, v in zip(df["planner"], df["machine"] if "machine" in df else [""] * len(df),
+                                    df["case"], df[y]) if v == v and v is not None and float(v) > 0]
+    yenc = {"field": "value", "type": "quantitative", "title": y_title,
+            "scale": {"type": "log", "domain": [min(vals) / 1.5, max(vals) * 1.5] if vals else [0.5, 2],
+                      "nice": False}}
+    if vals:
+        yenc["axis"] = {"values": _log_values(min(vals) / 1.5, max(vals) * 1.5, 1.0), "labelExpr": "datum.label + 'x'"}
+    x = {"field": "planner", "type": "nominal", "sort": planners, "title": "planner", "axis": {"labelAngle": 0}}
+    layers = [{"data": {"values": points},
+               "mark": {"type": "point", "filled": True, "size": 80, "opacity": 0.75},
+               "encoding": {"x": x, "y": yenc, "xOffset": {"field": "machine", "type": "nominal"},
+                            "color": {"field": "machine", "type": "nominal", "title": "machine",
+                                      "scale": {"domain": machines,
+                                                "range": [PALETTE[i % len(PALETTE)] for i in range(len(machines))]}},
+                            "tooltip": [{"field": "case"}, {"field": "planner"}, {"field": "machine"},
+                                        {"field": "text", "title": y_title}]}}]
+    if bound is not None and planners:
+        b = [{"value": float(bound), "label": bound_label or "bound"}]
+        layers += [
+            {"data": {"values": b}, "mark": {"type": "rule", "color": BOUND_RULE_COLOR, "strokeDash": [6, 4],
+                                             "strokeWidth": 2},
+             "encoding": {"y": {"field": "value", "type": "quantitative"}}},
+            {"data": {"values": b}, "mark": {"type": "text", "color": BOUND_RULE_COLOR, "align": "left",
+                                             "baseline": "bottom", "dx": 4, "dy": -3, "fontSize": 11},
+             "encoding": {"x": {"value": 0}, "y": {"field": "value", "type": "quantitative"},
+                          "text": {"field": "label"}}},
+        ]
+    return {"title": {"text": title, "anchor": "start"}, "height": 340, "layer": layers,
+            "usermeta": {"embedOptions": {"renderer": "svg"}, "y": y}}

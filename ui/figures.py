@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 import plotly.graph_objects as go
 
-from ui.fmt import byte_unit, fmt_bytes, fmt_seconds, time_unit
+from ui.fmt import byte_unit, fmt_bytes, time_unit
 
 MIB = 1024 * 1024
 
@@ -565,34 +565,6 @@ SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src",
 WHATIF_KNOBS = {"bandwidth_scale": ("link bandwidth scale (x the profile's)", "bandwidth", "link bandwidth"),
                 "latency_scale": ("latency scale (x the profile's: every fixed and per-step latency)", "latency",
                                   "latency")}
-
-
-def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None = None,
-                       bound_label: str = "") -> go.Figure:
-    """One point per row: ``y`` per planner (x), coloured by machine, on a log axis with
-    the bound drawn as a line; the hover names the case."""
-    fig = go.Figure()
-    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else [""]
-    planners = sorted(str(p) for p in df["planner"].dropna().unique())
-    for i, m in enumerate(machines):
-        part = df[df["machine"].astype(str) == m] if m else df
-        fig.add_scatter(x=part["planner"].astype(str).tolist(), y=part[y].tolist(), mode="markers", name=m,
-                        marker=dict(color=_PALETTE[i % len(_PALETTE)], size=9, opacity=0.75),
-                        text=part["case"].astype(str).tolist(),
-                        hovertemplate="%{text}<br>%{x} on " + m + "<br>%{y:.3~g}x<extra></extra>")
-    if bound is not None and planners:
-        # a trace, not add_hline: on a log axis add_hline misplaces its annotation
-        fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
-                        line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
-    fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
-    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
-    if vals:  # 1-2-5 ticks, labelled as ratios
-        tv, _ = _log_ticks(min(vals), max(vals), None, str)
-        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}x" for v in tv])
-    fig.update_yaxes(title=y_title, type="log")
-    fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
-                      legend=dict(title="machine"), meta={"y": y})
-    return fig
 
 
 def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figure:

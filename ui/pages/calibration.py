@@ -12,8 +12,6 @@ from ui import charts, files
 from ui.errors import escape_md
 from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
 
-_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D"]
-
 
 def _value(v):
     return v.get("value") if isinstance(v, dict) else v

@@ -56,9 +56,9 @@ def show_summary(sm: dict, me=None, search_bound_s: float | None = None) -> None
     if search_bound_s is not None:
         st.caption(f"The auto search's own lower bound, {fmt_seconds(search_bound_s)} (the Plan page names it "
                    f"when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}.")
-    st.caption((model_error_text(me) or
+    st.caption(model_error_text(me) or
                "Model error against published measurements: not available (`simulator validate` "
-               "has no figure for this machine yet)."))
+               "has no figure for this machine yet).")
 
 
 def main():
