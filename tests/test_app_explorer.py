@@ -503,6 +503,8 @@ def test_cli_chrome_trace_and_json_bandwidths(tmp_path):
 
 
 def test_simulate_page_offers_the_trace_and_shows_busbw():
+    import simulator
+
     at = _app("ui/pages/simulate.py", **SMALLN)
     _ok(at)
     btn = [b for b in at.download_button if b.key == "sim_chrome_trace"]
@@ -511,7 +513,15 @@ def test_simulate_page_offers_the_trace_and_shows_busbw():
     assert btn[0].proto.HasField("deferred_file_id") and not btn[0].proto.url
     _plan, res = _small_sim()
     view = work.simulate_view(res.schedule.to_json(), SMALL_MESH, "tpu-v4", "2x2x2")
-    _check_trace_matches(json.loads(view["chrome_trace"]), res)
+    assert "chrome_trace" not in view  # built when the download is clicked
+    _check_trace_matches(json.loads(work.chrome_trace_file(res.schedule.to_json(), SMALL_MESH, "tpu-v4", "2x2x2")),
+                         res)
+    # what the page's deferred data builds for its scenario: the trace of the plan it simulated
+    sc = scenario.Scenario(**dict(scenario.DEFAULTS, **SMALLN))
+    page_plan = compute.plan_for(sc)
+    check_moves_exactly(page_plan)
+    _check_trace_matches(json.loads(runs.chrome_trace(page_plan, sc)),
+                         simulator.simulate_plan(page_plan, "tpu-v4:2x2x2"))
     table = [d.value for d in at.table if "busbw" in d.value.columns][0]
     for row, o in zip(table.to_dict("records"), view["ops"]):
         assert row["busbw"] == fmt_bandwidth(o["busbw_Bps"]) and row["algbw"] == fmt_bandwidth(o["algbw_Bps"])

@@ -9,6 +9,7 @@ import atexit
 import importlib
 import json
 import os
+import sys
 import threading
 import time
 
@@ -171,15 +172,18 @@ def warm_steps() -> list[tuple[str, object]]:
     from ui.plans import plan_for
     from ui.scenario import DEFAULT_SCENARIO as sc
 
+    # the pages first, in the order of the sidebar (a visitor's likely next clicks); the job
+    # workers' fork server last: only work estimated over APP_INLINE_S needs it, and its
+    # start-up (a process importing the packages) would compete with the pages' steps
     return [
         ("imports (pandas, pyarrow, plotly)", _warm_imports),
-        ("job workers' fork server", jobs.prestart),
-        ("first simulation (8 devices)", work.warm),
         ("Simulate (default scenario)", lambda: prefill_simulation(plan_for(sc), sc)),
         ("Compare (default scenario)", lambda: prefill_compare(sc)),
-        ("Cross-mesh (its example)", _warm_cross_mesh),
-        ("Sweeps (the bundled example)", _warm_sweeps),
         ("Calibration (the shipped profiles)", _warm_calibration),
+        ("Sweeps (the bundled example)", _warm_sweeps),
+        ("Cross-mesh (its example)", _warm_cross_mesh),
+        ("job workers' fork server", jobs.prestart),
+        ("a simulation through compare_view (8 devices)", work.warm),
     ]
 
 
@@ -204,6 +208,7 @@ def warm_pages(stop: threading.Event | None = None) -> dict[str, float]:
         except Exception as e:  # noqa: BLE001 - a cold first visit is only slower
             logging.getLogger(__name__).warning("app warm-up skipped %s: %s: %s", name, type(e).__name__, e)
         out[name] = time.perf_counter() - t0
+    print("app warm-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in out.items()), file=sys.stderr, flush=True)
     return out
 
 
@@ -244,13 +249,26 @@ def check_replay(schedules, profile: str, size: str) -> None:
     """Refuse, before any work starts, a replay the simulator would refuse
     (``models.collectives.check_replay_size``: too many flow-hops to route), with its one
     line."""
+    for s in schedules:
+        why = _replay_refusal(_schedule_key(s), profile, size)
+        if why is not None:
+            raise InputError(why)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _replay_refusal(schedule_key: str, profile: str, size: str) -> str | None:
+    """``models.collectives.check_replay_size``'s one line for a schedule (by
+    :func:`_schedule_key`) on a machine, or ``None`` when the simulator accepts it; cached,
+    since a page asks again on every rerun (a second at 4096 chips, the topology's routes)."""
     try:
         from models.collectives import check_replay_size
     except ImportError:  # an older models package: the simulator says it in the job
-        return
-    m = machine(profile, size)
-    for s in schedules:
-        check_replay_size(s, m)
+        return None
+    try:
+        check_replay_size(synth.Schedule.from_dict(json.loads(schedule_key)), machine(profile, size))
+    except RedistributionError as e:
+        return str(e)
+    return None
 
 
 def split_replayable(schedules: dict, profile: str, size: str) -> tuple[dict, dict]:
@@ -330,6 +348,16 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
     :class:`Pending` job while a worker computes it."""
     func, args, units = _simulation_work(plan, sc, placement, bandwidth_scale, latency_scale, schedule)
     return run_work("simulate", func, args, units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
+
+
+def chrome_trace(plan: synth.Plan, sc: Scenario, placement: str = "") -> str:
+    """The Chrome trace of the Simulate page's simulation (``ui.work.chrome_trace_file``),
+    built when the download button is clicked (its deferred data), in this process: the
+    replay was accepted by :func:`check_replay` before the page showed its result."""
+    from ui import work
+
+    _func, args, _units = _simulation_work(plan, sc, placement)
+    return work.chrome_trace_file(*args)
 
 
 def prefill_simulation(plan: synth.Plan, sc: Scenario) -> None:
