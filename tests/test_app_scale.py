@@ -309,3 +309,28 @@ def test_calibration_overview_and_implausible_values(tmp_path):
     table = at.table[-1].value
     row = table[(table["scope"] == "machine") & (table["parameter"] == "link_bandwidth_Bps")]
     assert row["implausible"].iloc[0] == flags[("machine", "link_bandwidth_Bps")]
+
+
+# -- job workers --------------------------------------------------------------------------------
+def test_a_worker_does_not_rerun_the_pages_script(tmp_path, monkeypatch):
+    """While a page runs, Streamlit's ``__main__`` is the page's script; a worker started
+    then must not re-run it (``ui.jobs._start_without_main``). Without the guard the same
+    start re-runs it: the check can fail."""
+    import types
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "fake_page.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('the page ran again')\n")
+    fake = types.ModuleType("__main__")
+    fake.__file__ = str(script)
+    fake.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", fake)
+    ctx = jobs._context()
+    p = ctx.Process(target=time.sleep, args=(0,))
+    jobs._start_without_main(p)
+    p.join(60)
+    assert p.exitcode == 0 and not marker.exists()
+    p = ctx.Process(target=time.sleep, args=(0,))
+    p.start()  # what a plain start does
+    p.join(60)
+    assert marker.exists()
