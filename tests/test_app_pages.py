@@ -222,7 +222,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
         assert rows[name]["compiled peak"] == fmt_bytes(s.meta["compiled_peak_bytes"]), name
         assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
     for name in ("ours (compiled)", "shardy r2c"):
-        assert rows[name]["full rematerialization"] == "-"
+        assert rows[name]["full rematerialization"] == "\u2013"  # st.table: "-" would render as a bullet
     text = " ".join(m.value for m in at.markdown)
     assert "`libtpu`" in text and "compiled as bfloat16" in text
     # XLA's step table, one per partitioner, one row per op of its compiled schedule

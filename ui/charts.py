@@ -288,6 +288,10 @@ def strategies_spec(names, times_s, peaks_bytes, bound_s: float) -> dict:
         lo, hi = min(vals), max(vals)
         return {"type": "log", "domain": [lo / 1.6, hi * 1.6], "nice": False}
 
+    def base(y):  # a bar on a log axis starts at the axis' low end (log 0 is not on the axis)
+        dom = y["scale"].get("domain")
+        return {"y2": {"datum": dom[0]}} if y["scale"].get("type") == "log" else {}
+
     tvals = [t / tdiv for t in times_s] + ([bound_s / tdiv] if bound_s > 0 else [])
     trows = [{"strategy": n, "value": t / tdiv, "text": fmt_seconds(t)} for n, t in zip(names, times_s)]
     time_y = {"field": "value", "type": "quantitative", "title": f"simulated time ({tunit})",
@@ -295,7 +299,7 @@ def strategies_spec(names, times_s, peaks_bytes, bound_s: float) -> dict:
     if tlog:
         time_y["axis"] = {"values": _log_values(min(tvals) * tdiv, max(tvals) * tdiv, tdiv), "format": "~g"}
     time_layers = [{"data": {"values": trows}, "mark": {"type": "bar"},
-                    "encoding": {"x": x, "y": time_y, "color": color,
+                    "encoding": {"x": x, "y": time_y, **base(time_y), "color": color,
                                  "tooltip": [{"field": "strategy"}, {"field": "text", "title": "simulated time"}]}}]
     if bound_s > 0:  # drawn after the bars: in front of them
         label = f"lower bound {fmt_seconds(bound_s)}"
@@ -320,11 +324,11 @@ def strategies_spec(names, times_s, peaks_bytes, bound_s: float) -> dict:
         "title": {"text": STRATEGIES_TITLE, "anchor": "start",
                   "subtitle": "log axes; the dashed green rule is the machine's lower bound of this redistribution"},
         "hconcat": [
-            {"title": "simulated time", "width": 420, "height": 300, "layer": time_layers,
+            {"title": "simulated time", "width": 330, "height": 300, "layer": time_layers,
              "resolve": {"scale": {"y": "shared"}}},
-            {"title": "peak memory per device", "width": 420, "height": 300,
+            {"title": "peak memory per device", "width": 330, "height": 300,
              "layer": [{"data": {"values": brows}, "mark": {"type": "bar"},
-                        "encoding": {"x": x, "y": mem_y, "color": color,
+                        "encoding": {"x": x, "y": mem_y, **base(mem_y), "color": color,
                                      "tooltip": [{"field": "strategy"},
                                                  {"field": "text", "title": "peak memory per device"}]}}]},
         ],

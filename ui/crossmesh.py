@@ -88,7 +88,7 @@ def layout_spec(plan, which: str) -> dict:
     return _inline({
         "title": {"text": f"{'source' if which == 'src' else 'target'}: {t} on {mesh}", "anchor": "start",
                   "subtitle": "tile: a device (its id); colour: the block of the array it holds (replicas alike)"},
-        "data": {"values": values}, "height": min(260, 40 * rows + 20),
+        "data": {"values": values}, "height": 70 + 28 * min(rows, 16),  # title and subtitle included: 28 px a row
         "layer": [{"mark": {"type": "rect", "stroke": "white"},
                    "encoding": {"x": {"field": "col", "type": "ordinal", "axis": None},
                                 "y": {"field": "row", "type": "ordinal", "axis": None},
@@ -130,7 +130,7 @@ def timeline_spec(view: dict) -> dict:
     order = ["on A", "transfer", "on B"]
     return _inline({
         "title": {"text": "Timeline of the three phases", "anchor": "start"},
-        "data": {"values": values}, "height": 120,
+        "data": {"values": values}, "height": 190,  # title and axis included: 3 rows of about 40 px
         "mark": {"type": "bar", "height": {"band": 0.7}},
         "encoding": {"y": {"field": "phase", "type": "nominal", "sort": order, "title": None},
                      "x": {"field": "start", "type": "quantitative", "title": "time (ms)"},

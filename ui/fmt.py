@@ -74,3 +74,9 @@ def fmt_bandwidth(bps) -> str:
 
 def fmt_ratio(x) -> str:
     return "-" if x is None else f"{float(x):.2f}x"
+
+
+def table_cells(df):
+    """``df`` for ``st.table``, which renders each cell as Markdown: a cell that is exactly
+    ``-`` (our "no value") would become an empty bullet list, so it reads ``–`` instead."""
+    return df.map(lambda v: "\u2013" if isinstance(v, str) and v.strip() == "-" else v)

@@ -10,7 +10,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import charts, files
 from ui.errors import escape_md
-from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_seconds, table_cells
 
 
 def _value(v):
@@ -45,6 +45,10 @@ def _fmt_param(name: str, v) -> str:
     if name.endswith("_bytes"):
         return fmt_bytes(v)
     return f"{v:.4g}"
+
+
+#: What the parameter table says for the source most of its rows share (stated once above it).
+COMMON_SOURCE = "the calibration run"
 
 
 #: Link classes of a profile: parameter prefix -> what it is.
@@ -187,13 +191,19 @@ def _show(path, prof, rep):
         worst = rep.get("worst") or []
         if worst:
             with st.expander("Worst held-out predictions"):
-                st.table(pd.DataFrame(worst), hide_index=True)
+                st.table(table_cells(pd.DataFrame(worst)), hide_index=True)
     classes = _link_classes_frame(prof)
     if classes is not None:
         st.subheader("Link classes")
-        st.table(classes)
+        st.table(table_cells(classes))
     st.subheader("Fitted parameters")
-    st.table(_params_frame(prof, rep), hide_index=True)
+    params = _params_frame(prof, rep)
+    common = params["source"].value_counts()
+    if len(common) and common.iloc[0] >= 4:  # one calibration run wrote most of them: say it once
+        run = common.index[0]
+        params["source"] = params["source"].where(params["source"] != run, COMMON_SOURCE)
+        st.caption(f"{COMMON_SOURCE}: {escape_md(run)}")
+    st.table(table_cells(params), hide_index=True)
 
 
 main()

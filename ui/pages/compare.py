@@ -9,7 +9,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import background, charts, compute, scenario, share, xla_compare
 from ui.errors import escape_md
-from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds, table_cells
 from ui.texts import COMPARE_TABLES, lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
 
@@ -186,7 +186,7 @@ def main():
         st.markdown(f"**{title}**")
         # a static table (a handful of rows): the data grid is 1.2 MB of JavaScript and a
         # canvas per table that every visit to this page would wait for
-        st.table(table[["strategy", *cols]], hide_index=True)
+        st.table(table_cells(table[["strategy", *cols]]), hide_index=True)
         if note:
             st.caption(note)
 

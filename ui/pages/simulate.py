@@ -7,7 +7,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
-from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
+from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds, table_cells
 from ui.texts import (
     BANDWIDTH_NOTE,
     MACHINE_BOUND_TEXT,
@@ -132,9 +132,9 @@ def main():
     ops = ops_frame(view["ops"])
     # static tables (one row per op, a handful): the data grid is 1.2 MB of JavaScript the
     # first visit to this page would otherwise wait for
-    st.table(ops[list(OPS_TIME_COLUMNS)], hide_index=True)
+    st.table(table_cells(ops[list(OPS_TIME_COLUMNS)]), hide_index=True)
     st.markdown("**Bandwidth of each op**")  # a second table: one with every column is wider than the page
-    st.table(ops[list(OPS_BANDWIDTH_COLUMNS)], hide_index=True)
+    st.table(table_cells(ops[list(OPS_BANDWIDTH_COLUMNS)]), hide_index=True)
     st.caption(BANDWIDTH_NOTE)
 
 
