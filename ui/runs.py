@@ -80,6 +80,8 @@ SERVE_OWNS_WARM_UP = threading.Event()
 #: interpreter finalises, which aborted the process: "terminate called without an active exception").
 _STOP = threading.Event()
 _THREADS: list[threading.Thread] = []
+_WARM_STARTED = threading.Event()
+_WARM_LOCK = threading.Lock()
 #: Seconds the exit waits for a warm-up step that is still running.
 EXIT_JOIN_S = 30.0
 
@@ -91,6 +93,14 @@ def _join_at_exit() -> None:
 
 
 atexit.register(_join_at_exit)
+
+
+def join_warm_up(timeout_s: float = EXIT_JOIN_S) -> bool:
+    """Wait for the warm-up threads of this process to end; whether they all did."""
+    deadline = time.monotonic() + timeout_s
+    for t in list(_THREADS):
+        t.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in _THREADS)
 
 
 def start_warm_thread(target, name: str) -> threading.Thread:
@@ -221,8 +231,10 @@ def warm_up():
     ended, but the browser is still fetching its components and drawing it, and a fork
     server starting on a 2-core machine takes the CPU it needs."""
     FIRST_PAGE_DRAWN.set()
-    if SERVE_OWNS_WARM_UP.is_set():
-        return None
+    with _WARM_LOCK:  # once per process, even when Streamlit's resource cache is cleared
+        if SERVE_OWNS_WARM_UP.is_set() or _WARM_STARTED.is_set():
+            return None
+        _WARM_STARTED.set()
 
     def run():
         if not _STOP.wait(warm_up_delay_s()):
