@@ -115,7 +115,7 @@ def main():
     st.subheader("Profiles in this folder and their fit quality")
     # static tables throughout (a few dozen rows at most): the data grid's JavaScript and one
     # canvas per table would be most of what a visit to this page waits for
-    st.table(pd.DataFrame(over).round(1), hide_index=True)
+    st.table(table_cells(pd.DataFrame(over).round(1)), hide_index=True)
     st.caption("Held-out MAPE: error of the simulator's predictions on whole plans the fit never saw; fit "
                "MAPE / max error: on the microbenchmarks and training plans it was fitted to. Implausible "
                "values: fitted parameters no real machine has (listed below for the chosen profile).")
@@ -186,7 +186,7 @@ def _show(path, prof, rep):
         by = rep.get("mape_by_strategy") or {}
         if by:
             st.subheader("Held-out error by strategy")
-            st.table(pd.DataFrame({"strategy": list(by), "MAPE %": [round(v, 1) for v in by.values()]}),
+            st.table(table_cells(pd.DataFrame({"strategy": list(by), "MAPE %": [round(v, 1) for v in by.values()]})),
                      hide_index=True)
         worst = rep.get("worst") or []
         if worst:
