@@ -377,7 +377,7 @@ def measured_vs_predicted_spec(groups: dict, title: str, x_label: str, y_label: 
                           "color": {"field": "group", "type": "nominal", "title": None,
                                     "scale": {"domain": names, "range": [PALETTE[i % len(PALETTE)]
                                                                          for i in range(len(names))]},
-                                    "legend": {"orient": "bottom", "labelLimit": 260}},
+                                    "legend": {"orient": "bottom", "labelLimit": 260, "columns": 4}},
                           "tooltip": [{"field": "what", "title": "what"},
                                       {"field": "measured_text", "title": "measured"},
                                       {"field": "predicted_text", "title": "predicted"}]}},
