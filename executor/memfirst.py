@@ -25,8 +25,9 @@ The rule (one function, :func:`choose`; the sweeps, ``executor compare --target`
    it is chosen. If none is, the least temp among every plan compiled (``auto``'s
    included) is chosen, ties to the faster.
 4. The row keeps the planner name ``auto``; its notes carry :attr:`Choice.note`, e.g.
-   ``memory-first: auto's fastest plan compiles to 16.0 MiB temp, XLA's to 2.0 MiB;
-   chose auto after DynSlice(2, x) (2.0 MiB temp, predicted 101.9 us against 71.0 us)``.
+   ``memory-first: auto's fastest plan compiles to 16.00 MiB temp, XLA's to 2.00 MiB;
+   chose auto after DynSlice(2, x) (2.00 MiB temp, predicted 101.9 us against 71.0 us, the
+   fastest at or below XLA's of 3 compiled)``.
 
 Bound on compiles: ``1 + MAX_ALTERNATIVES`` of ours per case and machine, and the extra
 ones only where ``auto``'s temp is above XLA's. Synthesis for the alternatives is
@@ -43,8 +44,8 @@ predicted against 71.0 us. It is chosen.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 #: At most this many alternatives to ``auto`` are compiled per case and machine.
 MAX_ALTERNATIVES = 4
@@ -243,7 +244,7 @@ def choose(auto_plan, auto_temp: int | None, auto_result, xla_temp_bytes: int | 
                     f"{best[1] * 1e6:.1f} us against {t_auto * 1e6:.1f} us)")
     else:
         note = (why + f"; chose {best[3]} ({_mib(best[0], auto_temp)} temp, predicted {best[1] * 1e6:.1f} us against "
-                f"{t_auto * 1e6:.1f} us; the fastest at or below XLA's of {len(compiled) - 1} compiled)")
+                f"{t_auto * 1e6:.1f} us, the fastest at or below XLA's of {len(compiled) - 1} compiled)")
     plan = best[4]
     if best[3] != "auto":  # auto's choice: the plan is named auto, its notes say where it came from
         plan = dataclasses.replace(plan, planner="auto", notes=(note,) + tuple(plan.notes), search=None)
