@@ -197,7 +197,7 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
 
 #: XLA's compiled reshards kept by this process (the ``auto`` rows' memory-first check
 #: and the XLA rows compile the same programs): at most this many, oldest dropped first.
-XLA_COMPILED_KEEP = 256
+XLA_COMPILED_KEEP = 64
 _XLA_COMPILED: dict = {}
 
 
