@@ -27,7 +27,7 @@ The rule (one function, :func:`choose`; the sweeps, ``executor compare --target`
 4. The row keeps the planner name ``auto``; its notes carry :attr:`Choice.note`, e.g.
    ``memory-first: auto's fastest plan compiles to 16.00 MiB temp, XLA's to 2.00 MiB;
    chose auto after DynSlice(2, x) (2.00 MiB temp, predicted 101.9 us against 71.0 us, the
-   fastest at or below XLA's of 3 compiled)``.
+   fastest at or below XLA's of 2 compiled)``.
 
 Bound on compiles: ``1 + MAX_ALTERNATIVES`` of ours per case and machine, and the extra
 ones only where ``auto``'s temp is above XLA's. Synthesis for the alternatives is
