@@ -166,3 +166,23 @@ def test_sweep_row_names_auto_and_says_which_plan_memory_first_chose(tmp_path):
     rep = build_report(out, planner="auto")
     assert [(t["machine"], t["case"]) for t in rep.memory_first] == [("tpu-v5p", "transformers-48802-strided")]
     assert "memory-first rule chose" in rep.markdown()
+
+
+@needs_libtpu
+def test_executor_compiled_applies_the_rule_to_ours():
+    """``python -m executor.compiled`` (the app's Compare page): ours is the chosen plan's
+    compiled schedule, its meta and the document's ``memory_first`` say why."""
+    from executor import compiled
+    from synth.plan import Plan
+
+    args = compiled._parser().parse_args([
+        "--machine", "tpu-v5p:2x2x2", "--mesh", "dp=2,tp=4", "--src", "[8192{tp,dp}, 2048]",
+        "--dst", "[8192{dp,tp}, 2048]", "--strategies", "ours,xla-shardy,xla-gspmd"])
+    out = compiled.run(args)
+    mf = out["memory_first"]
+    temps = {k: v["schedule"]["meta"]["temp_bytes"] for k, v in out["strategies"].items()}
+    assert temps["ours"] <= min(temps["xla-shardy"], temps["xla-gspmd"]) < mf["tried"][0]["temp_bytes"]
+    assert out["strategies"]["ours"]["schedule"]["meta"]["memory_first"]["note"] == mf["note"]
+    plan = Plan.from_dict(mf["plan"])
+    assert out["strategies"]["ours"]["schedule"]["meta"]["plan_steps"] == [str(c) for c in plan.steps]
+    _check(plan)
