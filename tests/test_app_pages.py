@@ -238,6 +238,24 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
         assert f"a peak of {fmt_bytes(xs.meta['compiled_peak_bytes'])} per device" in remat[0]
         assert f"Ours: a peak of {rows['ours (compiled)']['compiled peak']} per device" in remat[0]
     assert rows["xla shardy"]["full rematerialization"] == ("YES" if xs.meta["full_remat"] else "no")
+    # the memory-first rule (executor.memfirst) kept auto's plan here: no note; where it
+    # replaces the plan, the page says so and names the plan the 'ours (compiled)' row is
+    key = next(iter(xla_compare._DONE))
+    got = xla_compare._DONE[key]
+    assert not (got.get("memory_first") or {}).get("plan")
+    assert not [i for i in at.info if "Memory first" in i.value]
+    swapped = synth.synthesize(plan.mesh, plan.src, plan.dst, planner="normal", itemsize=plan.itemsize)
+    check_moves_exactly(swapped)
+    xla_compare._DONE[key] = dict(got, memory_first={
+        "chosen": "normal", "note": "memory-first: the fastest plan needed 4 KiB temp, XLA 2 KiB; chose normal",
+        "plan_steps": [str(c) for c in swapped.steps], "plan": swapped.to_dict()})
+    at.run()
+    _ok(at)
+    info = [i.value for i in at.info if "Memory first" in i.value]
+    assert len(info) == 1 and "chose normal" in info[0]
+    assert all(str(c) in info[0] for c in swapped.steps)
+    xla_compare._DONE[key] = got
+    at.run()
     # the shared link carries XLA's rows into a new session
     assert at.query_params["cmp_xla"] in ("1", ["1"])
     link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}

@@ -171,6 +171,10 @@ def main():
     if compiled:
         st.markdown(f"**Compiler:** `{compiled['compiler']}` ({compiled['compiler_text']}) for ours, XLA and "
                     f"Shardy's plan alike. **Element type:** {xla_compare.dtype_text(compiled, sc.dtype)}.")
+        mf = compiled.get("memory_first") or {}
+        if mf.get("plan"):  # the memory-first rule replaced the page's plan in 'ours (compiled)'
+            st.info("**Memory first** (docs/executor.md): " + escape_md(mf.get("note") or "")
+                    + f" The row 'ours (compiled)' is that plan: {escape_md(', '.join(mf.get('plan_steps') or []))}.")
         if compiled.get("collectives_only"):
             st.warning("Collectives only: " + compiled["collectives_only"] + ". Compare the 'collectives only' "
                        "column, not the totals.")
