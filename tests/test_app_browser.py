@@ -125,18 +125,22 @@ def test_plan_page_in_chromium(server, tmp_path):
             expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0, timeout=30_000)
 
             # The other pages render in the browser too (the scenario carries over).
-            # (Simulate's default tab, the timeline, is Vega-Lite: its first visit loads no plotly.js)
-            for title, charts, vega in (("Simulate", 0, 1), ("Compare", 1, 0), ("Calibration", 0, 0),
-                                        ("Sweeps", 0, 0)):
+            # (Simulate's default tab, the timeline, Compare's chart and Calibration's scatters are
+            # Vega-Lite: those pages load no plotly.js)
+            for title, charts, vega, text in (("Simulate", 0, 1, "Timeline: "),
+                                              ("Compare", 0, 1, "Strategies on the simulated machine"),
+                                              ("Calibration", 0, 0, None), ("Sweeps", 0, 0, None)):
                 page.get_by_role("link", name=title).click()
                 expect(main.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=60_000)
                 if charts:
                     expect(main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")).to_have_count(
                         charts, timeout=60_000)
+                elif title in ("Simulate", "Compare", "Calibration"):
+                    expect(main.locator("[data-testid='stPlotlyChart']")).to_have_count(0)
                 if vega:
                     expect(main.locator("[data-testid='stVegaLiteChart'] svg.marks")).to_have_count(
                         vega, timeout=60_000)
-                    expect(main.get_by_text("Timeline: ", exact=False).first).to_be_visible()
+                    expect(main.get_by_text(text, exact=False).first).to_be_visible()
                 expect(main.locator("[data-testid='stException']")).to_have_count(0)
                 expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
                 page.wait_for_timeout(800)

@@ -136,7 +136,7 @@ def _table(at) -> dict:
     by strategy; each part lists the same strategies in the same order."""
     from ui.texts import COMPARE_TABLES as TABLES
 
-    parts = [d.value for d in at.dataframe[:len(TABLES)]]
+    parts = [d.value for d in at.table[:len(TABLES)]]
     assert [list(p.columns) for p in parts] == [["strategy", *cols] for _t, cols, _n in TABLES]
     assert all(list(p["strategy"]) == list(parts[0]["strategy"]) for p in parts)
     rows: dict = {}
@@ -163,7 +163,7 @@ def test_compare_default_simulates_every_planner():
         assert rows[name]["simulated time"] == fmt_seconds(res.time_s)
         assert rows[name]["peak memory per device"] == fmt_bytes(res.peak_bytes_max_device)
     assert len(at.button) >= 2  # XLA and measure buttons, nothing run yet
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 1 and not at.get("plotly_chart")
 
 
 def test_compare_whatif_bandwidth_and_mesh():
@@ -222,7 +222,7 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
         assert rows[name]["compiled peak"] == fmt_bytes(s.meta["compiled_peak_bytes"]), name
         assert [o.kind for o in shardy[name].ops] == [o.kind for o in s.ops], name
     for name in ("ours (compiled)", "shardy r2c"):
-        assert rows[name]["full rematerialization"] == "-"
+        assert rows[name]["full rematerialization"] == "\u2013"  # st.table: "-" would render as a bullet
     text = " ".join(m.value for m in at.markdown)
     assert "`libtpu`" in text and "compiled as bfloat16" in text
     # XLA's step table, one per partitioner, one row per op of its compiled schedule
@@ -238,6 +238,24 @@ def test_compare_xla_compiled_by_the_machines_compiler_and_local_measurement():
         assert f"a peak of {fmt_bytes(xs.meta['compiled_peak_bytes'])} per device" in remat[0]
         assert f"Ours: a peak of {rows['ours (compiled)']['compiled peak']} per device" in remat[0]
     assert rows["xla shardy"]["full rematerialization"] == ("YES" if xs.meta["full_remat"] else "no")
+    # the memory-first rule (executor.memfirst) kept auto's plan here: no note; where it
+    # replaces the plan, the page says so and names the plan the 'ours (compiled)' row is
+    key = next(iter(xla_compare._DONE))
+    got = xla_compare._DONE[key]
+    assert not (got.get("memory_first") or {}).get("plan")
+    assert not [i for i in at.info if "Memory first" in i.value]
+    swapped = synth.synthesize(plan.mesh, plan.src, plan.dst, planner="normal", itemsize=plan.itemsize)
+    check_moves_exactly(swapped)
+    xla_compare._DONE[key] = dict(got, memory_first={
+        "chosen": "normal", "note": "memory-first: the fastest plan needed 4 KiB temp, XLA 2 KiB; chose normal",
+        "plan_steps": [str(c) for c in swapped.steps], "plan": swapped.to_dict()})
+    at.run()
+    _ok(at)
+    info = [i.value for i in at.info if "Memory first" in i.value]
+    assert len(info) == 1 and "chose normal" in info[0]
+    assert all(str(c) in info[0] for c in swapped.steps)
+    xla_compare._DONE[key] = got
+    at.run()
     # the shared link carries XLA's rows into a new session
     assert at.query_params["cmp_xla"] in ("1", ["1"])
     link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
@@ -296,8 +314,21 @@ def test_calibration_shows_report_and_parameters(calibrated):
     m = _metrics(at)
     assert m["held-out MAPE"] == f"{rep['mape']:.1f} %"
     assert m["held-out plans"] == str(rep["n_heldout"])
-    assert len(at.get("plotly_chart")) == 2
-    params = at.dataframe[-1].value
+    assert not at.get("plotly_chart")  # Vega-Lite: the page fetches no plotly.js
+    held, fit = (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+    import altair as alt
+
+    for spec in (held, fit):
+        alt.Chart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    # every held-out plan of the report is one point, at its measured and predicted seconds
+    unit = held["layer"][1]["encoding"]["x"]["title"].rsplit("(", 1)[1].rstrip(")")
+    div = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    pts = held["layer"][1]["data"]["values"]
+    got = sorted((p["measured"] * div, p["predicted"] * div) for p in pts)
+    want = sorted((r["measured_s"], r["predicted_s"]) for r in rep["heldout"])
+    assert len(got) == len(want) and all(g == pytest.approx(w) for g, w in zip(got, want))
+    assert {p["group"] for p in pts} == {r["strategy"] for r in rep["heldout"]}
+    params = at.table[-1].value
     assert set(params["scope"]) >= {"machine"} | set(prof["collectives"])
     assert all(params["source"].str.len() > 0)
 

@@ -58,7 +58,21 @@ def _app(page=None, **values) -> AppTest:
 
 
 def _title(chart) -> str:
-    return json.loads(chart.proto.spec)["layout"]["title"]["text"].split("<br>")[0]
+    spec = json.loads(chart.proto.spec)
+    if "layout" not in spec:  # Vega-Lite
+        return spec["title"]["text"]
+    return spec["layout"]["title"]["text"].split("<br>")[0]
+
+
+def _strip(spec) -> tuple[list[dict], list[float]]:
+    """A Sweeps strip chart (Vega-Lite, ``ui.charts.sweep_strip_spec``): its points and its
+    bound rules' values, read from the spec the page sent."""
+    import altair as alt
+
+    alt.Chart.from_dict(spec)  # valid Vega-Lite (altair's schema)
+    points = [v for layer in spec["layer"] if layer["mark"]["type"] == "point" for v in layer["data"]["values"]]
+    rules = [v["value"] for layer in spec["layer"] if layer["mark"]["type"] == "rule" for v in layer["data"]["values"]]
+    return points, rules
 
 
 # -- claims ---------------------------------------------------------------------------------
@@ -207,7 +221,7 @@ def sweep_charts(at) -> dict:
         at.session_state["sweeps_view"] = view
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        charts = at.get("plotly_chart")
+        charts = at.get("plotly_chart") + at.get("vega_lite_chart")
         assert len(charts) <= 1, [_title(c) for c in charts]
         out.update({_title(c): json.loads(c.proto.spec) for c in charts})
     at.session_state["sweeps_view"] = SWEEP_VIEWS[0]
@@ -223,16 +237,19 @@ def test_sweeps_fresh_clone_shows_the_bundled_example_with_honest_charts():
     assert {m.label: m.value for m in at.metric}["rows"] == str(len(rows))
     charts = sweep_charts(at)
     time_chart = charts["Simulated time over its lower bound (baseline knobs)"]
-    points = [tr for tr in time_chart["data"] if tr["mode"] == "markers"]
-    ys = [y for tr in points for y in tr["y"]]
+    points, rules = _strip(time_chart)
+    ys = [p["value"] for p in points]
     assert ys and min(ys) >= 1.0 - 1e-9, "no simulated time is below its lower bound"
-    ours = [y for tr in points for x, y in zip(tr["x"], tr["y"]) if x in ("auto", "normal")]
+    assert rules == [1.0]
+    ours = [p["value"] for p in points if p["planner"] in ("auto", "normal")]
     assert max(ours) < 50, "with the latency floor small cases are not reported at 10,000x"
-    assert time_chart["layout"]["yaxis"]["title"]["text"] == "simulated time / lower bound (x)"
+    assert time_chart["layer"][0]["encoding"]["y"]["title"] == "simulated time / lower bound (x)"
     mem = charts["Largest shard per device over max(src, dst) (baseline knobs)"]
-    got = sorted(y for tr in mem["data"] if tr["mode"] == "markers" for y in tr["y"])
-    assert [tr["y"] for tr in mem["data"] if tr["mode"] == "lines"][0][0] == 1.0
-    assert got == sorted(r["max_shard_over_bound"] for r in rows if r["status"] == "ok" and r["baseline"])
+    points, rules = _strip(mem)
+    assert rules == [1.0]
+    ok = [r for r in rows if r["status"] == "ok" and r["baseline"]]
+    assert sorted((p["case"], p["planner"], p["machine"], p["value"]) for p in points) == sorted(
+        (str(r["case"]), r["planner"], r["machine"], r["max_shard_over_bound"]) for r in ok)
     assert "Peak live bytes (input + output of a step) over max(src, dst)" in charts
     what = [t for t in charts if t.startswith("What if: simulated time of case ")]
     assert len(what) == 1
@@ -268,7 +285,7 @@ def test_sweeps_smoke_run_starts_in_the_background_and_cancels(tmp_path):
 def test_calibration_overview_and_implausible_values(tmp_path):
     at = _app("ui/pages/calibration.py")
     assert not at.error
-    over = at.dataframe[0].value  # the overview comes first
+    over = at.table[0].value  # the overview comes first
     shipped = files.calibrated_profiles(files.calibrated_dir())
     assert list(over["profile"]) == [Path(p).stem for p in shipped]
     for p in shipped:  # the count the overview shows is the flags of that file
@@ -289,6 +306,31 @@ def test_calibration_overview_and_implausible_values(tmp_path):
     assert not at.exception and not at.error
     warn = [w.value for w in at.warning if "implausible" in w.value]
     assert warn and "`machine.link_bandwidth_Bps`: 1,000,000 GB/s is at the fit's cap" in warn[0]
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     row = table[(table["scope"] == "machine") & (table["parameter"] == "link_bandwidth_Bps")]
     assert row["implausible"].iloc[0] == flags[("machine", "link_bandwidth_Bps")]
+
+
+# -- job workers --------------------------------------------------------------------------------
+def test_a_worker_does_not_rerun_the_pages_script(tmp_path, monkeypatch):
+    """While a page runs, Streamlit's ``__main__`` is the page's script; a worker started
+    then must not re-run it (``ui.jobs._start_without_main``). Without the guard the same
+    start re-runs it: the check can fail."""
+    import types
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "fake_page.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('the page ran again')\n")
+    fake = types.ModuleType("__main__")
+    fake.__file__ = str(script)
+    fake.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", fake)
+    ctx = jobs._context()
+    p = ctx.Process(target=time.sleep, args=(0,))
+    jobs._start_without_main(p)
+    p.join(60)
+    assert p.exitcode == 0 and not marker.exists()
+    p = ctx.Process(target=time.sleep, args=(0,))
+    p.start()  # what a plain start does
+    p.join(60)
+    assert marker.exists()

@@ -30,7 +30,11 @@ APP = str(ROOT / "app.py")
 
 @pytest.fixture
 def small_default(monkeypatch):
-    """The built-in scenario replaced by SMALL (tpu-v4 2x2x2, mesh x=2,y=4, 16 x 32)."""
+    """The built-in scenario replaced by SMALL (tpu-v4 2x2x2, mesh x=2,y=4, 16 x 32); a
+    warm-up thread an earlier test started has ended first (its calls are not this test's)."""
+    from ui import runs
+
+    assert runs.join_warm_up(120)
     for k, v in SMALL.items():
         monkeypatch.setitem(scenario.DEFAULTS, k, v)
     monkeypatch.setattr(scenario, "DEFAULT_SCENARIO", scenario.Scenario(**scenario.DEFAULTS))
@@ -108,7 +112,6 @@ def test_the_default_simulation_is_ready_before_the_first_visit_to_simulate(smal
     serves inline work from: the first visit runs no simulation and shows the simulator's
     figures for the warm-up's plan."""
     import simulator
-
     from ui import runs, work
 
     monkeypatch.setattr(runs, "warm_up", lambda: None)
@@ -130,3 +133,69 @@ def test_the_default_simulation_is_ready_before_the_first_visit_to_simulate(smal
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["simulated time"] == fmt_seconds(res.time_s)
     assert metrics["lower bound"] == fmt_seconds(res.lower_bound_s)
+
+
+def test_the_default_compare_is_ready_before_the_first_visit(small_default, monkeypatch):
+    """``warm_other_pages`` also simulates the Compare page's strategies of the default
+    scenario (what-if knobs at their defaults): its first visit simulates nothing and shows
+    the simulator's time of every strategy."""
+    import simulator
+    from ui import runs, work
+    from ui.fmt import fmt_seconds
+
+    from ui import xla_compare
+
+    monkeypatch.setattr(runs, "warm_up", lambda: None)
+    monkeypatch.setenv("APP_INLINE_S", "0")  # even work estimated for a worker is served from the cache
+    # a fresh server: XLA's rows of this case, compiled by an earlier test, would join the page's
+    # strategies (a different simulation from the warm-up's, which has none)
+    monkeypatch.setattr(xla_compare, "_DONE", {})
+    runs._INLINE_KEYS.clear()
+    serve.warm_first_page()
+    steps = runs.warm_pages()
+    assert "Compare (default scenario)" in steps and "Cross-mesh (its example)" in steps
+    compared = _count_calls(monkeypatch, work, "compare_view")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("ui/pages/compare.py").run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert compared == [], "the first visit to Compare simulated again"
+    table = next(d.value for d in at.table if "simulated time" in d.value.columns)
+    ours = plans.plan_for(small_default)
+    assert len(table) == len(synth.PLANNERS)
+    for name, shown in zip(table["strategy"], table["simulated time"]):
+        planner = name.split("(")[1].rstrip(")") if name.startswith("ours") else name
+        plan = synth.synthesize(str(ours.mesh), str(ours.src), str(ours.dst), planner=planner,
+                                itemsize=ours.itemsize) if planner != ours.planner else ours
+        check_moves_exactly(plan)
+        assert shown == fmt_seconds(simulator.simulate_plan(plan, small_default.machine).time_s), name
+
+
+def test_one_warm_up_per_server(monkeypatch):
+    """Under ``ui.serve`` (its thread owns the warm-up) the app's ``ui.runs.warm_up`` only
+    says that the first page is drawn and starts no second thread doing the same work."""
+    import threading
+
+    from ui import runs
+
+    monkeypatch.setattr(runs, "SERVE_OWNS_WARM_UP", threading.Event())
+    monkeypatch.setattr(runs, "FIRST_PAGE_DRAWN", threading.Event())
+    runs.SERVE_OWNS_WARM_UP.set()
+    st.cache_resource.clear()
+    before = list(runs._THREADS)
+    assert runs.warm_up() is None
+    assert runs.FIRST_PAGE_DRAWN.is_set() and runs._THREADS == before
+    st.cache_resource.clear()
+
+
+def test_the_warm_up_stops_between_steps_when_asked(monkeypatch):
+    """A stop (the interpreter's exit sets it) ends the warm-up before its next step."""
+    import threading
+
+    from ui import runs
+
+    ran = []
+    monkeypatch.setattr(runs, "warm_steps", lambda: [("a", lambda: ran.append("a")), ("b", lambda: ran.append("b"))])
+    stop = threading.Event()
+    stop.set()
+    assert runs.warm_pages(stop) == {} and ran == []
+    assert list(runs.warm_pages(threading.Event())) == ["a", "b"] and ran == ["a", "b"]

@@ -346,13 +346,17 @@ def test_aggregate_ops_are_named_where_their_transfers_are_missing(monkeypatch):
     title (the ops row shows it while no device row has a bar for it)."""
     import models.collectives as mc
     from simulator.chrome_trace import chrome_trace
-    from ui import figures
+    from ui import charts
+
+    def timeline(res):  # the Simulate page's timeline (Vega-Lite): its title and subtitle, its meta
+        spec = charts.timeline_spec(charts.timeline_rows(res))
+        return spec["title"]["text"] + " " + spec["title"].get("subtitle", ""), spec["usermeta"]["timeline"]
 
     sched = synthesize("data=16,model=4", "[256{data}, 512{model}]", "[256{model}, 512{data}]",
                        planner="normal")
     check_data(sched)
     plain = simulate(sched, "tpu-v4:4x4x4")
-    assert plain.aggregate_ops == [] and "aggregate" not in figures.timeline_figure(plain).layout.title.text
+    assert plain.aggregate_ops == [] and "aggregate" not in timeline(plain)[0]
     monkeypatch.setattr(mc, "AGGREGATE_ROUTE_LINKS", 0)
     got = simulate(sched, "tpu-v4:4x4x4")
     agg = [o for o in got.ops if o["engine"] == "aggregate"]
@@ -362,11 +366,11 @@ def test_aggregate_ops_are_named_where_their_transfers_are_missing(monkeypatch):
     assert traced == {o["index"] for o in got.ops if o["engine"] == "flow"}
     other = chrome_trace(got)["otherData"]
     assert other["aggregate_ops"] == got.aggregate_ops
-    title = figures.timeline_figure(got).layout.title.text
+    title, meta = timeline(got)
     for o in agg:
         assert f"op {o['index']} (all_to_all, {o['flows']:,} flows)" in title and f"op {o['index']} (" in other["note"]
     assert "costed in aggregate" in title and "no per-transfer rows" in title
-    assert figures.timeline_figure(got).layout.meta["aggregate_ops"] == [o["index"] for o in agg]
+    assert meta["aggregate_ops"] == [o["index"] for o in agg]
 
 
 def test_the_apps_4096_chip_scenario_simulates():

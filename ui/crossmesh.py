@@ -9,7 +9,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNC_CONFIGS = ROOT / "experiments" / "configs" / "weight-sync"
@@ -49,59 +48,98 @@ def layout_rows(plan, which: str) -> list[dict]:
     return rows
 
 
-def layout_figure(plan, which: str):
-    """Devices of one mesh on a grid (first axis down, the rest across), coloured by the block
-    of the array each holds (replicas share a colour)."""
-    import plotly.graph_objects as go
+#: Vega-Lite, not plotly: the page fetches no plotly.js (4.7 MB) and draws in a fraction of the time.
+_SVG = {"embedOptions": {"renderer": "svg"}}
+PHASE_COLORS = {"on A": "#4C78A8", "transfer": "#F58518", "on B": "#54A24B"}
 
+
+def _inline(spec: dict) -> dict:
+    """``spec`` with its data set carried by every layer (a one-view spec becomes one
+    layer): Streamlit sends a top-level data set apart from the spec, and a layer's own
+    data travels inside it, so the spec on the page is the whole chart."""
+    data = spec.pop("data")
+    layers = spec.pop("layer", None) or [{"mark": spec.pop("mark"), "encoding": spec.pop("encoding")}]
+    spec["layer"] = [dict(layer, data=data) for layer in layers]
+    return spec
+
+
+def layout_spec(plan, which: str) -> dict:
+    """Devices of one mesh on a grid (first axis down, the rest across), each tile
+    labelled with its device id and coloured by the block of the array it holds (replicas
+    share a colour; blocks numbered in the order of their first corner).
+
+    Worked example: ``[16384{fsdp}, 4096]`` on ``fsdp=8@0-7``: one row of 8 tiles ``dev 0``
+    .. ``dev 7``, blocks 0..7, eight colours; ``[16384, 4096{tp}]`` on ``dp=2,tp=4@8-15``: 2 rows
+    of 4, blocks 0..3 across, the two rows alike (dp replicates).
+    """
     mesh = plan.src_mesh if which == "src" else plan.dst_mesh
     t = plan.src if which == "src" else plan.dst
     local = mesh.local()
     s, _ = type(t)(t.dims).regions(local)
     keys = {tuple(r): i for i, r in enumerate(np.unique(s, axis=0))}
-    block = np.array([keys[tuple(r)] for r in s])
     rows = local.sizes[0]
     cols = local.size // rows
-    z = block.reshape(rows, cols)
-    ids = np.array(mesh.device_ids).reshape(rows, cols)
-    fig = go.Figure(go.Heatmap(z=z, text=[[f"dev {v}" for v in r] for r in ids], texttemplate="%{text}",
-                               colorscale="Viridis", showscale=False,
-                               hovertemplate="device %{text}<br>block %{z}<extra></extra>"))
-    fig.update_layout(title=f"{'source' if which == 'src' else 'target'}: {t} on {mesh}", height=260,
-                      margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(autorange="reversed", showticklabels=False),
-                      xaxis=dict(showticklabels=False))
-    return fig
+    values = [{"row": pos // cols, "col": pos % cols, "device": f"dev {int(d)}", "block": keys[tuple(s[pos])]}
+              for pos, d in enumerate(mesh.device_ids)]
+    text = [] if local.size > 256 else [{"mark": {"type": "text", "fontSize": 11},
+                                         "encoding": {"x": {"field": "col", "type": "ordinal"},
+                                                      "y": {"field": "row", "type": "ordinal"},
+                                                      "text": {"field": "device"}, "color": {"value": "black"}}}]
+    return _inline({
+        "title": {"text": f"{'source' if which == 'src' else 'target'}: {t} on {mesh}", "anchor": "start",
+                  "subtitle": "tile: a device (its id); colour: the block of the array it holds (replicas alike)"},
+        "data": {"values": values}, "height": 70 + 28 * min(rows, 16),  # title and subtitle included: 28 px a row
+        "layer": [{"mark": {"type": "rect", "stroke": "white"},
+                   "encoding": {"x": {"field": "col", "type": "ordinal", "axis": None},
+                                "y": {"field": "row", "type": "ordinal", "axis": None},
+                                "color": {"field": "block", "type": "ordinal", "legend": None,
+                                          "scale": {"scheme": "tableau20"}},
+                                "tooltip": [{"field": "device"}, {"field": "block"}]}}] + text,
+        "usermeta": _SVG,
+    })
 
 
-def matrix_figure(view: dict):
-    import plotly.graph_objects as go
+def matrix_spec(view: dict) -> dict:
+    """Who sends what to whom in the transfer step: one tile per sending and receiving
+    device, coloured by the MiB sent (a scale from 0)."""
+    mat = np.asarray(view["matrix"], dtype=float)
+    values = [{"from": str(view["senders"][i]), "to": str(view["receivers"][j]), "MiB": float(mat[i, j]) / 2 ** 20}
+              for i in range(mat.shape[0]) for j in range(mat.shape[1])] if mat.size else []
+    return _inline({
+        "title": {"text": "Who sends what to whom (transfer step)", "anchor": "start"},
+        "data": {"values": values}, "height": 320,
+        "mark": {"type": "rect"},
+        "encoding": {"x": {"field": "to", "type": "ordinal", "sort": [str(d) for d in view["receivers"]],
+                           "title": "receiving device"},
+                     "y": {"field": "from", "type": "ordinal", "sort": [str(d) for d in view["senders"]],
+                           "title": "sending device"},
+                     "color": {"field": "MiB", "type": "quantitative", "title": "sent (MiB)",
+                               "scale": {"scheme": "blues", "domainMin": 0}},
+                     "tooltip": [{"field": "from", "title": "from"}, {"field": "to", "title": "to"},
+                                 {"field": "MiB", "format": ".3f", "title": "MiB"}]},
+        "usermeta": _SVG,
+    })
 
-    mat = view["matrix"]
-    fig = go.Figure(go.Heatmap(z=mat / 2**20 if mat.size else [[0]], x=[f"{d}" for d in view["receivers"]],
-                               y=[f"{d}" for d in view["senders"]], colorscale="Blues",
-                               colorbar=dict(title="MiB"),
-                               hovertemplate="from %{y} to %{x}: %{z:.3f} MiB<extra></extra>"))
-    fig.update_layout(title="who sends what to whom (transfer step)", xaxis_title="receiving device",
-                      yaxis_title="sending device", height=360, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(type="category"), yaxis=dict(type="category", autorange="reversed"))
-    return fig
 
-
-def timeline_figure(view: dict):
-    import plotly.graph_objects as go
-
-    rows = view["timeline"]
-    fig = go.Figure()
-    colors = {"on A": "#4c78a8", "transfer": "#f58518", "on B": "#54a24b"}
-    for r in rows:
-        fig.add_trace(go.Bar(x=[(r["end_s"] - r["start_s"]) * 1e3], y=[r["phase"]], base=[r["start_s"] * 1e3],
-                             orientation="h", marker_color=colors.get(r["phase"], "#999"),
-                             name=f"{r['kind']} {r['label']}", showlegend=False,
-                             hovertemplate=f"{r['kind']} {r['label']}<br>%{{base:.4f}} .. %{{x:.4f}} ms<extra></extra>"))
-    fig.update_layout(title="timeline (ms)", barmode="overlay", height=220, xaxis_title="ms",
-                      margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(categoryorder="array",
-                                                                      categoryarray=["on B", "transfer", "on A"]))
-    return fig
+def timeline_spec(view: dict) -> dict:
+    """The three phases (collectives on A, the transfer, collectives on B) as bars over
+    time in ms, one row per phase, A on top."""
+    values = [{"phase": r["phase"], "start": r["start_s"] * 1e3, "end": r["end_s"] * 1e3,
+               "what": f"{r['kind']} {r['label']}".strip(),
+               "when": f"{r['start_s'] * 1e3:.4f} .. {r['end_s'] * 1e3:.4f} ms"} for r in view["timeline"]]
+    order = ["on A", "transfer", "on B"]
+    return _inline({
+        "title": {"text": "Timeline of the three phases", "anchor": "start"},
+        "data": {"values": values}, "height": 190,  # title and axis included: 3 rows of about 40 px
+        "mark": {"type": "bar", "height": {"band": 0.7}},
+        "encoding": {"y": {"field": "phase", "type": "nominal", "sort": order, "title": None},
+                     "x": {"field": "start", "type": "quantitative", "title": "time (ms)"},
+                     "x2": {"field": "end"},
+                     "color": {"field": "phase", "type": "nominal", "legend": None,
+                               "scale": {"domain": order, "range": [PHASE_COLORS[p] for p in order]}},
+                     "tooltip": [{"field": "what"}, {"field": "when", "title": "start .. end"}]},
+        "usermeta": _SVG,
+    })
 
 
 def sync_configs() -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas  # noqa: F401 - before plotly, which fails on a half-imported pandas (ui.runs.warm_up)
 import plotly.graph_objects as go
 
-from ui.fmt import byte_unit, fmt_bytes, fmt_seconds, time_unit
+from ui.fmt import byte_unit, fmt_bytes, time_unit
 
 MIB = 1024 * 1024
 
@@ -281,60 +281,6 @@ def layout_summary_figure(t, mesh, title: str = "", max_text: int = 256) -> go.F
 
 # -- simulation -------------------------------------------------------------------------
 from ui.charts import PALETTE as _PALETTE  # noqa: E402 - one palette for plotly and Vega-Lite
-
-
-def timeline_figure(res, max_transfers: int = 4000, max_rows: int = 64) -> go.Figure:
-    """Gantt chart (plotly) of :func:`ui.charts.timeline_rows`: one row per op (top), then
-    the transfers devices send, coloured by op, every transfer or, beyond ``max_transfers``
-    transfers or ``max_rows`` sending devices, one bar per op and device (group) spanning
-    its transfers; the title says which form is shown. The Simulate page draws the same
-    rows with Vega-Lite (:func:`ui.charts.timeline_spec`)."""
-    from ui.charts import timeline_rows
-
-    tl = timeline_rows(res, max_transfers, max_rows)
-    span = max((o["end_s"] for o in tl["ops"]), default=0.0)
-    div, unit = time_unit(span)
-    fig = go.Figure()
-    for o in tl["ops"]:
-        fig.add_bar(
-            y=["ops"], x=[(o["end_s"] - o["start_s"]) / div], base=[o["start_s"] / div],
-            orientation="h", marker_color=_PALETTE[o["op"] % len(_PALETTE)],
-            name=f"op {o['op']}: {o['kind']}", legendgroup=f"op{o['op']}",
-            customdata=[[fmt_seconds(o["start_s"]), fmt_seconds(o["end_s"] - o["start_s"])]],
-            hovertemplate=(f"op {o['op']} {o['kind']} {o['label']}<br>"
-                           f"algorithm {o['algorithm']}<br>"
-                           "%{customdata[0]} + %{customdata[1]}<extra></extra>"),
-        )
-    by_op: dict = {}
-    for b in tl["bars"]:
-        by_op.setdefault(b["op"], []).append(b)
-    for k, part in sorted(by_op.items()):
-        if tl["detailed"]:
-            custom = [[b["dst"], fmt_bytes(b["bytes"]), b["hops"], fmt_seconds(b["start_s"]),
-                       fmt_seconds(b["end_s"] - b["start_s"])] for b in part]
-            hover = ("dev %{y} -> dev %{customdata[0]}<br>%{customdata[1]}, %{customdata[2]} hops"
-                     "<br>%{customdata[3]} + %{customdata[4]}<extra></extra>")
-        else:
-            custom = [[fmt_bytes(b["bytes"]), b["count"], fmt_seconds(b["start_s"]),
-                       fmt_seconds(b["end_s"] - b["start_s"])] for b in part]
-            hover = (f"op {k}: %{{y}} send %{{customdata[1]}} transfers, %{{customdata[0]}}"
-                     "<br>first start %{customdata[2]}, span %{customdata[3]}<extra></extra>")
-        fig.add_bar(
-            y=[b["row"] for b in part], x=[(b["end_s"] - b["start_s"]) / div for b in part],
-            base=[b["start_s"] / div for b in part], orientation="h",
-            marker_color=_PALETTE[int(k) % len(_PALETTE)], opacity=0.75, showlegend=False,
-            legendgroup=f"op{k}", customdata=custom, hovertemplate=hover,
-        )
-    title = tl["title"] + (f"<br>{tl['note']}" if tl["note"] else "")
-    order = ["ops"] + tl["rows"]
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)))
-    fig.update_layout(title=title, barmode="overlay", xaxis_title=f"time ({unit})",
-                      height=min(1600, 160 + 14 * len(order)),
-                      margin=dict(l=80, r=20, t=115 if tl["note"] else 70, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
-    fig.update_layout(meta={"transfers": tl["transfers"], "detailed": tl["detailed"], "group": tl["group"],
-                            "aggregate_ops": tl["aggregate_ops"]})
-    return fig
 
 
 def memory_figure(res, capacity_bytes: int | None = None, max_lines: int = 256) -> go.Figure:
@@ -612,47 +558,6 @@ def _log_ticks(lo: float, hi: float, unit_of, fmt) -> tuple[list, list]:
     return vals, [fmt(v) for v in vals]
 
 
-def strategies_figure(names, times_s, peaks_bytes, bound_s) -> go.Figure:
-    """Two panels: simulated time per strategy with the lower bound drawn in front of
-    the bars, and peak memory per device. Log axes (when every value is positive) with
-    1-2-5 ticks labelled in adaptive units."""
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("simulated time", "peak memory per device"))
-    colors = [_PALETTE[i % len(_PALETTE)] for i in range(len(names))]
-    fig.add_bar(x=list(names), y=list(times_s), marker_color=colors, showlegend=False, row=1, col=1,
-                customdata=[fmt_seconds(t) for t in times_s],
-                hovertemplate="%{x}<br>%{customdata}<extra></extra>")
-    fig.add_bar(x=list(names), y=list(peaks_bytes), marker_color=colors, showlegend=False, row=1, col=2,
-                customdata=[fmt_bytes(b) for b in peaks_bytes],
-                hovertemplate="%{x}<br>%{customdata}<extra></extra>")
-    if bound_s > 0:
-        # a trace added after the bars is drawn in front of them (add_hline sits behind
-        # on log axes and misplaces its annotation)
-        fig.add_scatter(x=list(names), y=[bound_s] * len(names), mode="lines+markers",
-                        line=dict(dash="dash", color="#1B7F3A", width=3),
-                        marker=dict(symbol="line-ew-open", size=30, color="#1B7F3A"),
-                        name=f"lower bound {fmt_seconds(bound_s)}", row=1, col=1,
-                        hovertemplate=f"lower bound {fmt_seconds(bound_s)}<extra></extra>")
-    tv = [t for t in list(times_s) + ([bound_s] if bound_s > 0 else []) if t]
-    if tv and all(v > 0 for v in times_s):
-        vals, labels = _log_ticks(min(tv), max(tv), None, fmt_seconds)
-        fig.update_yaxes(type="log", tickvals=vals, ticktext=labels, row=1, col=1)
-    if peaks_bytes and all(v > 0 for v in peaks_bytes):
-        lo, hi = min(peaks_bytes), max(peaks_bytes)
-        import math
-
-        vals = [2 ** e for e in range(int(math.floor(math.log2(lo))), int(math.ceil(math.log2(hi))) + 1)]
-        if len(vals) > 8:
-            vals = vals[::-(-len(vals) // 8)]
-        fig.update_yaxes(type="log", tickvals=vals, ticktext=[fmt_bytes(v) for v in vals], row=1, col=2)
-    fig.update_yaxes(title="simulated time", row=1, col=1)
-    fig.update_yaxes(title="peak memory per device", row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0))
-    fig.update_layout(height=400, margin=dict(l=60, r=20, t=60, b=40))
-    return fig
-
-
 #: Columns that identify a row of a sweep apart from its what-if knobs.
 SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src", "dst", "bandwidth_scale",
               "latency_scale", "itemsize", "itemsize_knob", "dtype", "strategy")
@@ -660,34 +565,6 @@ SWEEP_KEYS = ("suite", "case", "machine", "planner", "placement", "mesh", "src",
 WHATIF_KNOBS = {"bandwidth_scale": ("link bandwidth scale (x the profile's)", "bandwidth", "link bandwidth"),
                 "latency_scale": ("latency scale (x the profile's: every fixed and per-step latency)", "latency",
                                   "latency")}
-
-
-def sweep_strip_figure(df, y: str, title: str, y_title: str, bound: float | None = None,
-                       bound_label: str = "") -> go.Figure:
-    """One point per row: ``y`` per planner (x), coloured by machine, on a log axis with
-    the bound drawn as a line; the hover names the case."""
-    fig = go.Figure()
-    machines = sorted(str(m) for m in df["machine"].dropna().unique()) if "machine" in df else [""]
-    planners = sorted(str(p) for p in df["planner"].dropna().unique())
-    for i, m in enumerate(machines):
-        part = df[df["machine"].astype(str) == m] if m else df
-        fig.add_scatter(x=part["planner"].astype(str).tolist(), y=part[y].tolist(), mode="markers", name=m,
-                        marker=dict(color=_PALETTE[i % len(_PALETTE)], size=9, opacity=0.75),
-                        text=part["case"].astype(str).tolist(),
-                        hovertemplate="%{text}<br>%{x} on " + m + "<br>%{y:.3~g}x<extra></extra>")
-    if bound is not None and planners:
-        # a trace, not add_hline: on a log axis add_hline misplaces its annotation
-        fig.add_scatter(x=planners, y=[bound] * len(planners), mode="lines", name=bound_label or "bound",
-                        line=dict(dash="dash", color="#1B7F3A", width=2), hoverinfo="skip")
-    fig.update_xaxes(title="planner", categoryorder="array", categoryarray=planners)
-    vals = [float(v) for v in df[y].dropna() if float(v) > 0] + ([bound] if bound else [])
-    if vals:  # 1-2-5 ticks, labelled as ratios
-        tv, _ = _log_ticks(min(vals), max(vals), None, str)
-        fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}x" for v in tv])
-    fig.update_yaxes(title=y_title, type="log")
-    fig.update_layout(title=title, height=380, margin=dict(l=60, r=20, t=60, b=40),
-                      legend=dict(title="machine"), meta={"y": y})
-    return fig
 
 
 def whatif_figure(df, x: str = "bandwidth_scale", y: str = "time_s") -> go.Figure:

@@ -74,3 +74,18 @@ def fmt_bandwidth(bps) -> str:
 
 def fmt_ratio(x) -> str:
     return "-" if x is None else f"{float(x):.2f}x"
+
+
+def table_cells(df):
+    """``df`` for ``st.table``, which renders each cell as Markdown and every float with four
+    decimals (``22.9000``): a cell that is exactly ``-`` (our "no value") would become an
+    empty bullet list, so it reads ``–``; a float is written with at most 4 significant
+    digits (``22.9``, ``0.1235``); a missing value reads ``–``."""
+    def cell(v):
+        if isinstance(v, str):
+            return "\u2013" if v.strip() == "-" else v
+        if isinstance(v, float):
+            return "\u2013" if v != v else f"{v:.4g}"
+        return v
+
+    return df.map(cell)

@@ -120,6 +120,36 @@ def prestart() -> None:
         forkserver.ensure_running()
 
 
+_MAIN_LOCK = threading.Lock()
+
+
+def _start_without_main(p) -> None:
+    """``p.start()`` without handing the worker this process's ``__main__`` to re-run.
+
+    A fork-server (or spawn) child first re-imports its parent's ``__main__`` module
+    (``multiprocessing.spawn.prepare``). While a page runs, Streamlit's ``__main__`` is the
+    page's script, ``app.py``: every worker re-ran the whole app in bare mode (its page, its
+    plan, even the server's warm-up) beside its job, seconds of CPU taken from the job on a
+    2-core machine. The worker needs none of it (its target lives in ``ui.jobs``), so the
+    preparation data it is sent leaves the main module out."""
+    from multiprocessing import spawn
+
+    with _MAIN_LOCK:
+        real = spawn.get_preparation_data
+
+        def prep(name):
+            d = real(name)
+            d.pop("init_main_from_path", None)
+            d.pop("init_main_from_name", None)
+            return d
+
+        spawn.get_preparation_data = prep
+        try:
+            p.start()
+        finally:
+            spawn.get_preparation_data = real
+
+
 # -- jobs ------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Job:
@@ -270,7 +300,7 @@ class JobManager:
     def _start_and_read(self, j: Job, child):
         p = j._proc
         try:
-            p.start()
+            _start_without_main(p)
         except Exception as e:  # noqa: BLE001 - cannot fork: say so on the page
             with self._lock:
                 if not j.finished:

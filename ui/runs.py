@@ -5,9 +5,12 @@ measurements). Every size limit is checked here before work starts, with one lin
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
+import sys
+import threading
 import time
 
 import streamlit as st
@@ -67,44 +70,177 @@ def warm_up_delay_s() -> float:
     return min(60.0, max(0.0, v)) if v == v else WARM_UP_DELAY_S  # v != v: NaN
 
 
-@st.cache_resource(show_spinner=False)
-def warm_up():
-    """Once per server, in a background thread: start the job workers' fork server
-    (:func:`ui.jobs.prestart`) and :func:`ui.work.warm`, so the first simulation a user
-    asks for does not pay the first-call costs (about 1.5 s inline, 2.5 s as a job).
-    The thread waits :func:`warm_up_delay_s` first: the first page's script run has ended,
-    but the browser is still fetching its components and drawing it, and a fork server
-    starting on a 2-core machine takes the CPU it needs."""
-    import threading
+#: Set when a page's first script run has ended (``app.py`` calls :func:`warm_up` then):
+#: ``ui.serve``'s warm-up thread waits for it before the other pages' work.
+FIRST_PAGE_DRAWN = threading.Event()
+#: Set by ``ui.serve`` when its own thread runs :func:`warm_pages`; :func:`warm_up` then
+#: starts nothing (one warm-up per server, never two doing the same work at once).
+SERVE_OWNS_WARM_UP = threading.Event()
+#: Set at interpreter exit: the warm-up stops between two steps (it never runs on while the
+#: interpreter finalises, which aborted the process: "terminate called without an active exception").
+_STOP = threading.Event()
+_THREADS: list[threading.Thread] = []
+_WARM_STARTED = threading.Event()
+_WARM_LOCK = threading.Lock()
+#: Seconds the exit waits for a warm-up step that is still running.
+EXIT_JOIN_S = 30.0
 
-    # pandas and pyarrow are imported by the thread, not by the page's script run, so the
-    # first page (which needs neither) does not wait for them. Plotly reads
-    # ``sys.modules["pandas"]`` without importing it and fails on a half-imported module
-    # ("partially initialized module 'pandas' ... circular import"), so every module that
-    # uses plotly (ui.figures, ui.crossmesh, the Calibration page) imports pandas first:
-    # a script thread reaching plotly while this thread is half-way through the import
-    # waits at that ``import pandas`` for it to finish (Python's per-module import lock).
-    from ui import jobs, work
 
-    def run():
-        time.sleep(warm_up_delay_s())
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
+def _join_at_exit() -> None:
+    _STOP.set()
+    for t in _THREADS:
+        t.join(EXIT_JOIN_S)
 
-        try:
-            jobs.prestart()   # the fork server of the job workers, warmed up too
-        except Exception:  # noqa: BLE001 - jobs start it themselves then
-            pass
-        try:
-            work.warm()
-        except Exception as e:  # noqa: BLE001 - a cold first simulation is only slower
-            import logging
 
-            logging.getLogger(__name__).warning("app warm-up skipped: %s: %s", type(e).__name__, e)
+atexit.register(_join_at_exit)
 
-    t = threading.Thread(target=run, name="app-warm-up", daemon=True)
+
+def join_warm_up(timeout_s: float = EXIT_JOIN_S) -> bool:
+    """Wait for the warm-up threads of this process to end; whether they all did."""
+    deadline = time.monotonic() + timeout_s
+    for t in list(_THREADS):
+        t.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in _THREADS)
+
+
+def start_warm_thread(target, name: str) -> threading.Thread:
+    """A daemon thread running ``target()`` that the interpreter's exit stops between steps
+    (:data:`_STOP`) and waits for (:data:`EXIT_JOIN_S`), so no warm-up is cut in the middle
+    of a native import at shutdown."""
+    t = threading.Thread(target=target, name=name, daemon=True)
+    _THREADS.append(t)
     t.start()
     return t
+
+
+def prefill_compare(sc: Scenario) -> None:
+    """Compute the Compare page's simulations of the scenario (its what-if knobs at their
+    defaults: bandwidth and latency x1, the scenario's mesh, row-major) into the cache
+    :func:`run_work` serves inline work from, outside any page."""
+    from ui.machines import scenario_devices
+    from ui.plans import plan_for
+
+    base = plan_for(sc)
+    mesh_text = str(base.mesh)
+    plan = make_plan(mesh_text, "", str(base.src), str(base.dst), sc.planner, sc.itemsize, scenario_devices(sc),
+                     sc.machine_profile, sc.machine_size)
+    schedules = strategy_schedules(plan, sc, None)
+    ok, refused = split_replayable(schedules, sc.machine_profile, sc.machine_size)
+    if refused and ok:
+        schedules = ok
+    func, args, _units = _compare_work(schedules, mesh_text, sc)
+    _inline(func, args, "compare")
+    _INLINE_KEYS[json.dumps([func, args], sort_keys=True, default=str)] = None
+
+
+def _warm_imports() -> None:
+    # pandas before plotly: plotly reads ``sys.modules["pandas"]`` without importing it and
+    # fails on a half-imported module ("partially initialized module 'pandas' ... circular
+    # import"), so every module that uses plotly (ui.figures) imports pandas first: a script
+    # thread reaching plotly while this thread is half-way through the import waits at that
+    # ``import pandas`` for it to finish (Python's per-module import lock).
+    import pandas  # noqa: F401
+    import plotly.graph_objects as go
+    import pyarrow  # noqa: F401
+
+    go.Figure(go.Scatter(x=[0], y=[0])).to_json()  # plotly's validators (the Plan page's Layout tab)
+    from ui import figures, texts  # noqa: F401
+
+
+def _warm_cross_mesh() -> None:
+    from ui import crossmesh as cx
+
+    ex = cx.EXAMPLE
+    cx.cross_view(ex["src_mesh"], ex["src"], ex["dst_mesh"], ex["dst"], ex["machine"], ex["itemsize"])
+    names = cx.sync_configs()
+    if "openrlhf-llama3-70b" in names:  # the page's default
+        cx.sync_table("openrlhf-llama3-70b")
+
+
+def _warm_sweeps() -> None:
+    from ui import files
+    from ui.machines import latency_floor_s
+
+    df = files.sweep_rows(str(files.EXAMPLE_DIR))  # what a fresh clone's Sweeps page shows
+    if "machine" in df and "latency_scale" in df:
+        for m, ls in set(zip(df["machine"].astype(str), df["latency_scale"])):
+            latency_floor_s(m, float(ls) if ls == ls else 1.0)
+
+
+def _warm_calibration() -> None:
+    from ui import files
+
+    paths = files.calibrated_profiles(files.calibrated_dir())
+    files.calibration_overview(paths)
+    if paths:
+        files.read_calibration(paths[0])
+
+
+def warm_steps() -> list[tuple[str, object]]:
+    """The steps of :func:`warm_pages`, in order: ``(name, function)``."""
+    from ui import jobs, work
+    from ui.plans import plan_for
+    from ui.scenario import DEFAULT_SCENARIO as sc
+
+    # the pages first, in the order of the sidebar (a visitor's likely next clicks); the job
+    # workers' fork server last: only work estimated over APP_INLINE_S needs it, and its
+    # start-up (a process importing the packages) would compete with the pages' steps
+    return [
+        ("imports (pandas, pyarrow, plotly)", _warm_imports),
+        ("Simulate (default scenario)", lambda: prefill_simulation(plan_for(sc), sc)),
+        ("Compare (default scenario)", lambda: prefill_compare(sc)),
+        ("Calibration (the shipped profiles)", _warm_calibration),
+        ("Sweeps (the bundled example)", _warm_sweeps),
+        ("Cross-mesh (its example)", _warm_cross_mesh),
+        ("job workers' fork server", jobs.prestart),
+        ("a simulation through compare_view (8 devices)", work.warm),
+    ]
+
+
+def warm_pages(stop: threading.Event | None = None) -> dict[str, float]:
+    """Every page's first-call costs paid for the default scenario, one step at a time
+    (:func:`warm_steps`): the imports, the job workers' fork server, the first simulation,
+    and the cached functions that Simulate, Compare, Cross-mesh, Sweeps and Calibration
+    call on their first visit, so that visit finds them computed (or waits on Streamlit's
+    per-key lock for the one being computed; nothing is computed twice). A step that fails
+    logs one line and the others run on; the warm-up stops between steps when ``stop``
+    (default: the interpreter is exiting) is set. Returns step -> seconds."""
+    import logging
+
+    stop = _STOP if stop is None else stop
+    out: dict[str, float] = {}
+    for name, step in warm_steps():
+        if stop.is_set():
+            break
+        t0 = time.perf_counter()
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - a cold first visit is only slower
+            logging.getLogger(__name__).warning("app warm-up skipped %s: %s: %s", name, type(e).__name__, e)
+        out[name] = time.perf_counter() - t0
+    print("app warm-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in out.items()), file=sys.stderr, flush=True)
+    return out
+
+
+@st.cache_resource(show_spinner=False)
+def warm_up():
+    """Once per server, after the first page's script run (``app.py``): say so
+    (:data:`FIRST_PAGE_DRAWN`) and, unless ``ui.serve``'s thread owns the warm-up
+    (:data:`SERVE_OWNS_WARM_UP`: ``make run``), start :func:`warm_pages` in a background
+    thread. The thread waits :func:`warm_up_delay_s` first: the first page's script run has
+    ended, but the browser is still fetching its components and drawing it, and a fork
+    server starting on a 2-core machine takes the CPU it needs."""
+    FIRST_PAGE_DRAWN.set()
+    with _WARM_LOCK:  # once per process, even when Streamlit's resource cache is cleared
+        if SERVE_OWNS_WARM_UP.is_set() or _WARM_STARTED.is_set():
+            return None
+        _WARM_STARTED.set()
+
+    def run():
+        if not _STOP.wait(warm_up_delay_s()):
+            warm_pages()
+
+    return start_warm_thread(run, "app-warm-up")
 
 
 class Pending:
@@ -125,13 +261,26 @@ def check_replay(schedules, profile: str, size: str) -> None:
     """Refuse, before any work starts, a replay the simulator would refuse
     (``models.collectives.check_replay_size``: too many flow-hops to route), with its one
     line."""
+    for s in schedules:
+        why = _replay_refusal(_schedule_key(s), profile, size)
+        if why is not None:
+            raise InputError(why)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _replay_refusal(schedule_key: str, profile: str, size: str) -> str | None:
+    """``models.collectives.check_replay_size``'s one line for a schedule (by
+    :func:`_schedule_key`) on a machine, or ``None`` when the simulator accepts it; cached,
+    since a page asks again on every rerun (a second at 4096 chips, the topology's routes)."""
     try:
         from models.collectives import check_replay_size
     except ImportError:  # an older models package: the simulator says it in the job
-        return
-    m = machine(profile, size)
-    for s in schedules:
-        check_replay_size(s, m)
+        return None
+    try:
+        check_replay_size(synth.Schedule.from_dict(json.loads(schedule_key)), machine(profile, size))
+    except RedistributionError as e:
+        return str(e)
+    return None
 
 
 def split_replayable(schedules: dict, profile: str, size: str) -> tuple[dict, dict]:
@@ -213,6 +362,16 @@ def simulation(plan: synth.Plan, sc: Scenario, placement: str = "", bandwidth_sc
     return run_work("simulate", func, args, units, f"Simulating {plan.num_collectives} collective(s) on {sc.machine}")
 
 
+def chrome_trace(plan: synth.Plan, sc: Scenario, placement: str = "") -> str:
+    """The Chrome trace of the Simulate page's simulation (``ui.work.chrome_trace_file``),
+    built when the download button is clicked (its deferred data), in this process: the
+    replay was accepted by :func:`check_replay` before the page showed its result."""
+    from ui import work
+
+    _func, args, _units = _simulation_work(plan, sc, placement)
+    return work.chrome_trace_file(*args)
+
+
 def prefill_simulation(plan: synth.Plan, sc: Scenario) -> None:
     """Compute the Simulate page's view of ``plan`` (row-major placement) now, into the
     cache :func:`run_work` serves inline work from, outside any page (``ui.serve`` does it
@@ -222,9 +381,9 @@ def prefill_simulation(plan: synth.Plan, sc: Scenario) -> None:
     _INLINE_KEYS[json.dumps([func, args], sort_keys=True, default=str)] = None
 
 
-def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",
-                        bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
-    """Every strategy simulated (``ui.work.compare_view``), or a :class:`Pending` job."""
+def _compare_work(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",
+                  bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """``(func, args, units)`` of the Compare page's work, every size limit checked first."""
     from ui import work
 
     failed = [s.why for s in schedules.values() if isinstance(s, FailedStrategy)]
@@ -237,10 +396,16 @@ def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement
     check_placement(placement, mesh_text, sc.machine_profile, sc.machine_size)
     check_replay(schedules.values(), sc.machine_profile, sc.machine_size)
     units = sum(work.schedule_units(json.loads(v)) for v in set(keyed.values()))
-    return run_work("compare", "ui.work:compare_view",
-                    (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),
-                     float(bandwidth_scale), float(latency_scale)),
-                    units, f"Simulating {len(schedules)} strategies on {sc.machine}", kind="compare")
+    return ("ui.work:compare_view", (keyed, mesh_text, sc.machine_profile, sc.machine_size, placement.strip(),
+                                     float(bandwidth_scale), float(latency_scale)), units)
+
+
+def compare_simulations(schedules: dict, mesh_text: str, sc: Scenario, placement: str = "",
+                        bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+    """Every strategy simulated (``ui.work.compare_view``), or a :class:`Pending` job."""
+    func, args, units = _compare_work(schedules, mesh_text, sc, placement, bandwidth_scale, latency_scale)
+    return run_work("compare", func, args, units, f"Simulating {len(schedules)} strategies on {sc.machine}",
+                    kind="compare")
 
 
 # -- XLA and local measurements (subprocess: python -m executor ...) ------------------------

@@ -9,10 +9,12 @@ script run on a 2-core machine). This launcher starts the same server
 at once and, in a background thread started first, fills the caches the default Plan page
 reads (:func:`warm_first_page`: the same cached functions, called with the default
 scenario, so the page's script run finds them computed, or waits on Streamlit's per-key
-lock for the one being computed). Then it pays the other pages' first-call costs (pandas,
-pyarrow, plotly's validators) and simulates the default scenario for the Simulate page
-(:func:`warm_other_pages`), after the first page has been drawn or a few seconds have
-passed, so they do not compete with it.
+lock for the one being computed). Then, once the first page has been drawn (or after
+:data:`OTHER_PAGES_AFTER_S`), the same thread pays every other page's first-call costs
+(:func:`warm_other_pages`, ``ui.runs.warm_pages``: imports, the job workers' fork server,
+and the cached functions of Simulate, Compare, Cross-mesh, Sweeps and Calibration with their
+defaults), so they do not compete with the first page. It is the server's only warm-up:
+``app.py``'s ``ui.runs.warm_up`` starts none when this thread owns it.
 ``make run`` starts the app this way; a warm-up that fails logs one line and changes
 nothing else (the page computes what it needs itself).
 """
@@ -57,29 +59,19 @@ def warm_first_page() -> float:
 
 
 def warm_other_pages() -> float:
-    """The other pages' first-call imports (pandas, pyarrow, plotly and its validators, the
-    figure modules), then the default scenario's simulation, the Simulate page's view
-    (``ui.runs.prefill_simulation``); seconds taken. (The job workers' fork server is
-    ``ui.runs.warm_up``'s, started by ``app.py`` after the first page.)"""
+    """The other pages' first-call costs (``ui.runs.warm_pages``: pandas, pyarrow, plotly,
+    the job workers' fork server, and the cached functions Simulate, Compare, Cross-mesh,
+    Sweeps and Calibration call on their first visit with their defaults); seconds taken."""
+    from ui import runs
+
     t0 = time.perf_counter()
-    import pandas  # noqa: F401  (before plotly: see docs/app.md, "Background work and limits")
-    import plotly.graph_objects as go
-    import pyarrow  # noqa: F401
-
-    go.Figure(go.Scatter(x=[0], y=[0])).to_json()
-    from ui import figures, plans, runs, scenario, texts  # noqa: F401
-
-    sc = scenario.DEFAULT_SCENARIO
-    runs.prefill_simulation(plans.plan_for(sc), sc)
+    runs.warm_pages()
     return time.perf_counter() - t0
 
 
-def _first_page_drawn() -> bool:
-    """``app.py`` starts ``ui.runs.warm_up``'s thread once a page has been drawn."""
-    return any(t.name == "app-warm-up" for t in threading.enumerate())
-
-
 def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
+    from ui import runs
+
     try:
         secs = warm_first_page()
         print(f"ui.serve: the default Plan page's caches filled in {secs:.1f} s", file=sys.stderr, flush=True)
@@ -87,25 +79,23 @@ def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
         _log.warning("ui.serve: first-page warm-up skipped: %s: %s", type(e).__name__, e)
     finally:
         FIRST_PAGE_WARM.set()
-    deadline = time.monotonic() + other_after_s
-    while time.monotonic() < deadline and not _first_page_drawn():
-        time.sleep(0.1)
-    if _first_page_drawn():  # the browser is still drawing it: as ui.runs.warm_up, wait first
-        from ui import runs
-
-        time.sleep(runs.warm_up_delay_s())
+    # the browser is still drawing the first page when its script run ends: as ui.runs.warm_up, wait
+    if runs.FIRST_PAGE_DRAWN.wait(other_after_s) and runs._STOP.wait(runs.warm_up_delay_s()):
+        return  # the interpreter is exiting
     try:
         secs = warm_other_pages()
         print(f"ui.serve: the other pages' first-call costs paid in {secs:.1f} s", file=sys.stderr, flush=True)
-    except Exception as e:  # noqa: BLE001 - a cold first simulation is only slower
+    except Exception as e:  # noqa: BLE001 - a cold first visit is only slower
         _log.warning("ui.serve: warm-up of the other pages skipped: %s: %s", type(e).__name__, e)
 
 
 def start_warm_up() -> threading.Thread:
-    """Start the warm-up thread (:func:`warm_first_page`, then :func:`warm_other_pages`)."""
-    t = threading.Thread(target=_warm, name="ui-serve-warm-up", daemon=True)
-    t.start()
-    return t
+    """Start the one warm-up thread of the server (:func:`warm_first_page`, then
+    :func:`warm_other_pages`); ``app.py``'s ``ui.runs.warm_up`` then starts none."""
+    from ui import runs
+
+    runs.SERVE_OWNS_WARM_UP.set()
+    return runs.start_warm_thread(_warm, "ui-serve-warm-up")
 
 
 def main(argv=None) -> int:

@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
-from ui import background, compute, figures, scenario, share, xla_compare
+from ui import background, charts, compute, scenario, share, xla_compare
 from ui.errors import escape_md
-from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds
+from ui.fmt import fmt_bandwidth, fmt_bytes, fmt_ratio, fmt_seconds, table_cells
 from ui.texts import COMPARE_TABLES, lower_bound_help
 from ui.texts import model_error_text as simulate_page_model_error
 
@@ -171,6 +171,10 @@ def main():
     if compiled:
         st.markdown(f"**Compiler:** `{compiled['compiler']}` ({compiled['compiler_text']}) for ours, XLA and "
                     f"Shardy's plan alike. **Element type:** {xla_compare.dtype_text(compiled, sc.dtype)}.")
+        mf = compiled.get("memory_first") or {}
+        if mf.get("plan"):  # the memory-first rule replaced the page's plan in 'ours (compiled)'
+            st.info("**Memory first** (docs/executor.md): " + escape_md(mf.get("note") or "")
+                    + f" The row 'ours (compiled)' is that plan: {escape_md(', '.join(mf.get('plan_steps') or []))}.")
         if compiled.get("collectives_only"):
             st.warning("Collectives only: " + compiled["collectives_only"] + ". Compare the 'collectives only' "
                        "column, not the totals.")
@@ -184,20 +188,24 @@ def main():
     table = pd.DataFrame(rows)
     for title, cols, note in COMPARE_TABLES:  # three narrow tables, not one wider than the page
         st.markdown(f"**{title}**")
-        st.dataframe(table[["strategy", *cols]], hide_index=True, key=f"cmp_table_{cols[0]}")
+        # a static table (a handful of rows): the data grid is 1.2 MB of JavaScript and a
+        # canvas per table that every visit to this page would wait for
+        st.table(table_cells(table[["strategy", *cols]]), hide_index=True)
         if note:
             st.caption(note)
 
     names = list(results)
-    fig = figures.strategies_figure(names, [results[n]["summary"]["time_s"] for n in names],
-                                    [results[n]["summary"]["peak_bytes_max_device"] for n in names], bound)
-    st.plotly_chart(fig, key="cmp_chart")
+    # Vega-Lite, not plotly: the page fetches no plotly.js (4.7 MB) and draws in a fraction of the time
+    spec = charts.strategies_spec(names, [results[n]["summary"]["time_s"] for n in names],
+                                  [results[n]["summary"]["peak_bytes_max_device"] for n in names], bound)
+    st.vega_lite_chart(spec, key="cmp_chart")
     sim_times = {n: results[n]["summary"]["time_s"] for n in names}
     _xla_steps(comp_scheds)
 
     st.subheader("Measured on this machine's JAX backend")
-    st.caption("Runs our plan (shard_map) and XLA's resharding for real on the local backend "
-               f"({plan.mesh.size} CPU devices here), checks every output element, and times them. "
+    st.caption("Runs our plan (shard_map) and XLA's resharding for real on this host's JAX CPU backend, "
+               f"one CPU device per mesh device ({plan.mesh.size}), standing in for the {plan.mesh.size} "
+               f"devices of `{machine_spec}`; checks every output element, and times them. "
                "CPU devices are not the simulated machine: these numbers say which strategy moves less "
                "data here, not what a TPU or GPU would take. "
                f"The array is {fmt_bytes(plan.src.num_elems() * plan.itemsize)}; large arrays on many "

@@ -3,6 +3,7 @@ overlapping or the same devices reshaped), and whole-model weight sync."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from synth.errors import RedistributionError
@@ -35,16 +36,18 @@ def _show(view):
                 help=f"bound max(src, dst) + staging = {fmt_bytes(m['bound_bytes'])}")
     c[4].metric("staging", fmt_bytes(m["staging_bytes"]))
     left, right = st.columns(2)
-    left.plotly_chart(cx.layout_figure(plan, "src"), key="xm_layout_src")
-    right.plotly_chart(cx.layout_figure(plan, "dst"), key="xm_layout_dst")
-    st.plotly_chart(cx.matrix_figure(view), key="xm_matrix")
-    st.plotly_chart(cx.timeline_figure(view), key="xm_timeline")
+    # Vega-Lite and static tables: the page fetches neither plotly.js, the data grid nor the
+    # code highlighter (together over 7 MB of JavaScript)
+    left.vega_lite_chart(cx.layout_spec(plan, "src"), key="xm_layout_src", width="stretch")
+    right.vega_lite_chart(cx.layout_spec(plan, "dst"), key="xm_layout_dst", width="stretch")
+    st.vega_lite_chart(cx.matrix_spec(view), key="xm_matrix", width="stretch")
+    st.vega_lite_chart(cx.timeline_spec(view), key="xm_timeline", width="stretch")
     with st.expander("Plan, step by step"):
-        st.code(view["text"], language=None)
+        st.text(view["text"])
     with st.expander("Device layouts"):
         left, right = st.columns(2)
-        left.dataframe(cx.layout_rows(plan, "src"), hide_index=True, key="xm_rows_src")
-        right.dataframe(cx.layout_rows(plan, "dst"), hide_index=True, key="xm_rows_dst")
+        left.table(pd.DataFrame(cx.layout_rows(plan, "src")), hide_index=True)
+        right.table(pd.DataFrame(cx.layout_rows(plan, "dst")), hide_index=True)
     st.download_button("Download plan JSON", data=plan.to_json(indent=1), file_name="crossmesh-plan.json",
                        mime="application/json", key="xm_json")
 
@@ -65,9 +68,8 @@ def _sync():
     st.caption(f"{r['model']}: {r['arrays']} parameters, {fmt_bytes(r['total_bytes'])} to move, "
                f"{r['buckets']} bucket(s), peak {fmt_bytes(r['peak_bytes_max_device'])} per device "
                f"(bound {fmt_bytes(r['bound_bytes'])}); planned in {r['planning_s']:.1f} s")
-    st.dataframe([{"schedule": x["schedule"], "time": fmt_seconds(x["time_s"]),
-                   "x lower bound": fmt_ratio(x["x bound"])} for x in tab["rows"]], hide_index=True,
-                 key="xm_sync_table")
+    st.table(pd.DataFrame([{"schedule": x["schedule"], "time": fmt_seconds(x["time_s"]),
+                            "x lower bound": fmt_ratio(x["x bound"])} for x in tab["rows"]]), hide_index=True)
     if r.get("published"):
         st.caption("Published: " + cx.md_escape(r["published"]["what"]) + " - " + r["published"]["source"])
         c = r.get("published_check") or {}

@@ -7,7 +7,7 @@ import streamlit as st
 from synth.errors import RedistributionError
 from ui import background, machines, plans, runs, scenario, share
 from ui.errors import escape_md
-from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds
+from ui.fmt import fmt_bytes, fmt_ratio, fmt_seconds, table_cells
 from ui.texts import (
     BANDWIDTH_NOTE,
     MACHINE_BOUND_TEXT,
@@ -56,9 +56,9 @@ def show_summary(sm: dict, me=None, search_bound_s: float | None = None) -> None
     if search_bound_s is not None:
         st.caption(f"The auto search's own lower bound, {fmt_seconds(search_bound_s)} (the Plan page names it "
                    f"when the plan is not proven optimal), is {SEARCH_BOUND_TEXT}.")
-    st.caption((model_error_text(me) or
+    st.caption(model_error_text(me) or
                "Model error against published measurements: not available (`simulator validate` "
-               "has no figure for this machine yet)."))
+               "has no figure for this machine yet).")
 
 
 def main():
@@ -92,13 +92,16 @@ def main():
     show_summary(sm, machines.model_error(sm["machine_spec"]), float(low) if low is not None else None)
 
     figs = view["figures"]
-    trace = view["chrome_trace"]
-    # deferred (a callable): the file is sent when clicked, not with the page (megabytes the
-    # browser would otherwise fetch on every visit to this page)
-    st.download_button("Download Chrome trace (Perfetto)", data=lambda: trace,
+    # deferred (a callable): the file is built and sent when clicked, not with the page
+    # (megabytes the browser would otherwise fetch on every visit, and half the simulation's
+    # work at 64 devices that nobody would wait for unless they download it)
+    st.download_button("Download Chrome trace (Perfetto)", data=lambda: runs.chrome_trace(plan, sc, placement),
                        file_name="simulation.trace.json", mime="application/json", key="sim_chrome_trace",
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
-                            "One track per device and per busy link; op names, bytes and algorithm as args.")
+                            "One track per device and per busy link; op names, bytes and algorithm as args. "
+                            "Built when clicked, by replaying the simulation again (about as long as the "
+                            "simulation took: "
+                            f"{sm['wall_s']:.1f} s here).")
     hot = view.get("hot_links") or []
     if hot:
         agg = bool((figs["topology"].layout.meta or {}).get("aggregated"))
@@ -129,9 +132,9 @@ def main():
     ops = ops_frame(view["ops"])
     # static tables (one row per op, a handful): the data grid is 1.2 MB of JavaScript the
     # first visit to this page would otherwise wait for
-    st.table(ops[list(OPS_TIME_COLUMNS)], hide_index=True)
+    st.table(table_cells(ops[list(OPS_TIME_COLUMNS)]), hide_index=True)
     st.markdown("**Bandwidth of each op**")  # a second table: one with every column is wider than the page
-    st.table(ops[list(OPS_BANDWIDTH_COLUMNS)], hide_index=True)
+    st.table(table_cells(ops[list(OPS_BANDWIDTH_COLUMNS)]), hide_index=True)
     st.caption(BANDWIDTH_NOTE)
 
 

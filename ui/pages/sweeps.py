@@ -72,7 +72,8 @@ def _charts(ok) -> None:
     """The sweep's figures, in tabs: time over its lower bound (with the machine's latency
     floor), the largest shard against max(src, dst), the peak live pair against its own
     bound 2 x max(src, dst), and the what-if of one case at a time."""
-    from ui import figures
+    # the strip charts are Vega-Lite (ui.charts): the default tab fetches no plotly.js
+    from ui import charts, figures
 
     if st.session_state.get("sweeps_view") not in VIEWS:
         st.session_state["sweeps_view"] = VIEWS[0]
@@ -89,9 +90,9 @@ def _charts(ok) -> None:
             comm = comm[comm["bound_s"] > 0]
             comm["time_over_bound"] = comm["time_s"] / comm["bound_s"]
         if len(comm):
-            tab.plotly_chart(figures.sweep_strip_figure(
+            tab.vega_lite_chart(charts.sweep_strip_spec(
                 comm, "time_over_bound", "Simulated time over its lower bound (baseline knobs)",
-                "simulated time / lower bound (x)", 1.0, "lower bound"), key="sweeps_time_chart")
+                "simulated time / lower bound (x)", 1.0, "lower bound"), key="sweeps_time_chart", width="stretch")
             tab.caption("Lower bound per row: the larger of the simulator's bound (lower_bound_s: bytes over "
                         "the links that must carry them) and the least latency any communicating plan pays "
                         "on that machine (models.plan_cost.machine_cost(...).comm_floor_s(), the smallest "
@@ -101,19 +102,19 @@ def _charts(ok) -> None:
     tab = tabs["Largest shard"]
     if tab.open:
         if len(base):
-            tab.plotly_chart(figures.sweep_strip_figure(
+            tab.vega_lite_chart(charts.sweep_strip_spec(
                 base, "max_shard_over_bound", "Largest shard per device over max(src, dst) (baseline knobs)",
-                "largest shard / max(src, dst) (x)", 1.0, "the bound: max(src, dst)"), key="sweeps_memory_chart")
+                "largest shard / max(src, dst) (x)", 1.0, "the bound: max(src, dst)"), key="sweeps_memory_chart", width="stretch")
         else:
             tab.info("No baseline row in this selection.")
     tab = tabs["Peak live"]
     if tab.open:
         live = base[base["peak_over_bound"].notna()] if len(base) else base
         if len(live):
-            tab.plotly_chart(figures.sweep_strip_figure(
+            tab.vega_lite_chart(charts.sweep_strip_spec(
                 live, "peak_over_bound", "Peak live bytes (input + output of a step) over max(src, dst)",
                 "peak live / max(src, dst) (x)", 2.0, "2 x max(src, dst): the most a plan within the bound holds"),
-                key="sweeps_live_chart")
+                key="sweeps_live_chart", width="stretch")
             tab.caption("Peak live counts the input and the output buffer of a step together, so a plan within "
                         "max(src, dst) reaches up to 2x here; its own bound is the dashed line.")
         else:
