@@ -640,11 +640,31 @@ class _MultiAllGather:
         return lines
 
 
+def _stack_layout(rank: int, dims: list[int]):
+    """For a block with leading dims ``(n_0, .., n_k-1)`` followed by ``rank`` block dims,
+    the transpose that puts the leading dims of block dim ``d`` (those ``i`` with
+    ``dims[i] == d``) right before it, the last listed most major. Distinct ``dims`` give
+    :func:`_unstack_layout`'s order. Example, rank 3, dims [2, 0, 0]:
+    (n0, n1, n2, r0, r1, r2) -> (n2, n1, r0, r1, n0, r2)."""
+    k = len(dims)
+    perm = []
+    for d in range(rank):
+        perm += [i for i in range(k - 1, -1, -1) if dims[i] == d]
+        perm.append(k + d)
+    return perm
+
+
 class _MultiAllToAll:
-    """One ``lax.all_to_all`` over every move's axes: each split dim is cut into
-    ``(n_i, rest)``, the ``n_i`` pieces are brought to the front as one dim of the
-    group's size (major to minor over the moves), exchanged (split = concat = 0), and
-    each source index is moved in front of its concatenated dim and merged."""
+    """One ``lax.all_to_all`` over every move's axes (the order of the moves). Each
+    destination dim ``d`` is cut into ``(n_a, n_b, .., rest)``, one piece dim per move
+    into it, first move most major; the piece dims are brought to the front in move
+    order as one dim of the group's size, exchanged (split = concat = 0), unflattened
+    into one dim per move (the sender's index on it), and each is moved in front of its
+    source dim, the last move out of a shared source dim most major, and merged. Example,
+    ``x=4,y=2``, ``AllToAll(2->1:x, 0->1:y)`` on a local ``[8, 16, 4]``: reshape to
+    ``(8, 4, 2, 2, 4)``, transpose to ``(4, 2, 8, 2, 4)``, reshape ``(8, 8, 2, 4)``,
+    exchange, reshape ``(4, 2, 8, 2, 4)``, transpose to ``(2, 8, 2, 4, 4)``, reshape
+    ``(16, 2, 16)``: one HLO all-to-all with reshapes and a transpose around it."""
 
     kind = "multi_all_to_all"
 
@@ -652,65 +672,66 @@ class _MultiAllToAll:
     def _plan(step: Step):
         c, sizes = step.op, _move_sizes(step)
         li, lo = step.t_in.local_shape(step.mesh), step.t_out.local_shape(step.mesh)
-        padded = list(li)
-        for (_, d, _), n in zip(c.moves, sizes):
-            padded[d] = n * lo[d]
         rank = len(li)
-        # cut shape: each split dim d becomes (n, padded[d] // n), in dim order
-        cut, lead = [], []
+        into = {d: [k for k, m in enumerate(c.moves) if m[1] == d] for d in range(rank)}
+        padded = list(li)
+        for d, ks in into.items():
+            if ks:
+                padded[d] = lo[d]
+                for k in ks:
+                    padded[d] *= sizes[k]
+        # cut shape: each destination dim d becomes (n_k for the moves k into it, lo[d])
+        cut, pos = [], {}
         for d in range(rank):
-            hit = [i for i, m in enumerate(c.moves) if m[1] == d]
-            if hit:
-                lead.append((hit[0], len(cut)))
-                cut += [sizes[hit[0]], padded[d] // sizes[hit[0]]]
-            else:
-                cut.append(padded[d])
-        order = [pos for _, pos in sorted(lead)]  # piece dims in move order
+            for k in into[d]:
+                pos[k] = len(cut)
+                cut.append(sizes[k])
+            cut.append(lo[d] if into[d] else padded[d])
+        order = [pos[k] for k in range(len(c.moves))]  # piece dims in move order
         front = order + [i for i in range(len(cut)) if i not in order]
-        return c, sizes, padded, cut, front, li, lo
+        rest = [lo[d] if into[d] else padded[d] for d in range(rank)]
+        src_dims = [s for s, _, _ in c.moves]
+        grow = [1] * rank
+        for s, k in zip(src_dims, sizes):
+            grow[s] *= k
+        shape = [r * g for r, g in zip(rest, grow)]
+        return c, sizes, padded, cut, front, rest, src_dims, shape, li, lo
 
     @staticmethod
     def emit(block, step: Step):
         import jax.numpy as jnp
         from jax import lax
 
-        c, sizes, padded, cut, front, li, lo = _MultiAllToAll._plan(step)
+        c, sizes, padded, cut, front, rest, src_dims, shape, li, lo = _MultiAllToAll._plan(step)
         n = 1
         for s in sizes:
             n *= s
-        for (_, d, _), k in zip(c.moves, sizes):
-            block = _pad_to(block, d, k * lo[d])
+        for d in range(len(li)):
+            block = _pad_to(block, d, padded[d])
         x = jnp.transpose(block.reshape(cut), front)
-        rest = x.shape[len(sizes):]
-        x = lax.all_to_all(x.reshape((n,) + rest), jax_axes(c.axis), split_axis=0, concat_axis=0, tiled=True)
-        src_dims = [s for s, _, _ in c.moves]
-        x = jnp.transpose(x.reshape(tuple(sizes) + rest), _unstack_layout(len(rest), src_dims))
-        shape = [s * (sizes[src_dims.index(d)] if d in src_dims else 1) for d, s in enumerate(rest)]
+        x = lax.all_to_all(x.reshape((n,) + tuple(rest)), jax_axes(c.axis), split_axis=0, concat_axis=0,
+                           tiled=True)
+        x = jnp.transpose(x.reshape(tuple(sizes) + tuple(rest)), _stack_layout(len(rest), src_dims))
         x = x.reshape(shape)
-        for s in src_dims:
+        for s in sorted(set(src_dims)):
             x = _cut_to(x, s, lo[s])
         return x
 
     @staticmethod
     def source(step: Step) -> list[str]:
-        c, sizes, padded, cut, front, li, lo = _MultiAllToAll._plan(step)
+        c, sizes, padded, cut, front, rest, src_dims, shape, li, lo = _MultiAllToAll._plan(step)
         n = 1
         for s in sizes:
             n *= s
         lines = []
-        have = list(li)
-        for (_, d, _), k in zip(c.moves, sizes):
-            lines += _pad_src(d, have[d], k * lo[d])
-        rest = [padded[d] // (sizes[[m[1] for m in c.moves].index(d)] if d in [m[1] for m in c.moves] else 1)
-                for d in range(len(li))]
-        src_dims = [s for s, _, _ in c.moves]
-        shape = [s * (sizes[src_dims.index(d)] if d in src_dims else 1) for d, s in enumerate(rest)]
+        for d in range(len(li)):
+            lines += _pad_src(d, li[d], padded[d])
         lines += [f"block = jnp.transpose(block.reshape({tuple(cut)!r}), {front!r}).reshape({(n,) + tuple(rest)!r})",
                   f"block = lax.all_to_all(block, {jax_axes(c.axis)!r}, split_axis=0, concat_axis=0, "
                   "tiled=True)  # one all-to-all over every move's axes",
                   f"block = jnp.transpose(block.reshape({tuple(sizes) + tuple(rest)!r}), "
-                  f"{_unstack_layout(len(rest), src_dims)!r}).reshape({tuple(shape)!r})"]
-        for s in src_dims:
+                  f"{_stack_layout(len(rest), src_dims)!r}).reshape({tuple(shape)!r})"]
+        for s in sorted(set(src_dims)):
             lines += _cut_src(s, shape[s], lo[s])
         return lines
 
