@@ -850,9 +850,11 @@ def _canonical_a2a_moves(out: list, who: str) -> tuple:
 
 
 class _MultiMixin:
-    """Shared facets of the multi-dim forms: the data rule is the composition of the
-    one-dim moves (they touch disjoint dims and disjoint axes, so their order does not
-    matter), the group is the product of all the moves' groups."""
+    """Shared facets of the multi-dim forms: the type rule is the chain of the one-dim
+    moves in canonical order (:meth:`singles`), and so is the data rule of slices and
+    gathers (disjoint dims and axes: the order does not matter); ``MultiAllToAll`` has a
+    data rule of its own, the one exchange. The group is the product of all the moves'
+    groups."""
 
     #: the one-dim collective each move is (set by every multi-dim form)
     SINGLE: ClassVar[type]
@@ -1203,7 +1205,7 @@ MULTI_OF = {"dyn_slice": MultiDynSlice, "all_gather": MultiAllGather, "all_to_al
 
 def fuse(steps) -> Collective:
     """One collective doing what ``steps`` (DynSlices, AllGathers or AllToAlls of one
-    kind, one-dim or multi-dim, on disjoint dims and axes) do one after another:
+    kind, one-dim or multi-dim, on disjoint axes) do one after another:
     ``fuse([AllGather(0, 'x'), AllGather(1, 'y')]) == MultiAllGather(((0, 'x'), (1, 'y')))``.
     Slices or gathers of one dim merge into one move (``DynSlice(0, 'x'), DynSlice(0, 'y')``
     is ``DynSlice(0, ('x', 'y'))``; ``AllGather(0, 'y'), AllGather(0, 'x')`` is
