@@ -1271,8 +1271,9 @@ def _multi_a2a_moves(sp: Space, state, full):
     A dim is never both a source and a destination. Each move is a minor-most suffix whose
     result nests (:func:`_dim_moves`, all-to-all cap); a pair whose group spans factors of
     more than one mesh axis holds at most ``max_fused`` devices. The pairs come in a fixed
-    order: the one-dim moves ordered by source dim, suffix length and destination dim, and
-    pairs ``(first, second)`` by the first's place, then the second's; the first
+    order: the one-dim moves ordered by source dim, suffix length and destination dim;
+    pairs ``(first, second)`` by the first's place, then the second's (one-dim moves in
+    that order, then the suffixes of what remains of the first's source dim); the first
     :data:`MAX_MULTI_ALL_TO_ALLS` valid pairs are tried (rank >= 3)."""
     if sp.rank < 3:
         return
