@@ -226,6 +226,9 @@ def _compare_target(args):
                      f"{r['compile_s']:.2f} s"])
     print(table(rows, ["strategy", "temp", "output", "full remat", "collectives", "compile"]))
     print("our plan: " + (" ; ".join(res["ours"]["plan_steps"]) or "(no steps)"))
+    mf = res["ours"].get("memory_first")
+    if mf and mf["note"]:
+        print(mf["note"])
     return None
 
 

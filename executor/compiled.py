@@ -6,7 +6,11 @@ compiler, as schedules (the app's Compare page runs this in a subprocess).
         [--plan-json PLAN.json] [--strategies ours,xla-shardy,xla-gspmd,shardy-r2c] [--placement P]
 
 Prints one JSON document: ``{"machine", "compiler", "compiler_text", "collectives_only",
-"strategies": {name: {"schedule": ..., "error": ...}}}``. The compiler is the machine's
+"strategies": {name: {"schedule": ..., "error": ...}}, "memory_first"}``. Where ours is
+``auto``'s plan (no ``--plan-json``, or one whose planner is ``auto``) and the machine's
+compiler is installed, the memory-first rule applies (:mod:`executor.memfirst`): if its
+compiled temp bytes are above XLA's, ``ours`` is the chosen plan's schedule and
+``memory_first`` (also in that schedule's meta) says which plan and why. The compiler is the machine's
 own (:func:`executor.compare.compiled_schedule`); where it is not installed here, XLA's
 schedules come from the CPU backend, ours is the plan's own schedule, and
 ``collectives_only`` says why. Compile-only: no array is made, so no memory for running
@@ -93,7 +97,53 @@ def run(args) -> dict:
             out["strategies"][s] = {"schedule": sched.to_dict(), "error": None}
         except ValueError as e:  # a strategy that cannot lower this case says so; the others go on
             out["strategies"][s] = {"schedule": None, "error": str(e).splitlines()[0]}
+    out["memory_first"] = None
+    ours = out["strategies"].get("ours") or {}
+    if not missing and ours.get("schedule") is not None and (plan is None or plan.planner == "auto"):
+        out["memory_first"] = _memory_first(machine, mesh, src, dst, plan, args, out)
     return out
+
+
+def _memory_first(machine, mesh, src, dst, plan, args, out) -> dict:
+    """The memory-first rule (:mod:`executor.memfirst`) on ``ours``: XLA's temp bytes from
+    this call's XLA strategies (compiled here when not asked for); where auto's are above
+    them, ``ours`` becomes the chosen plan's schedule and its meta says why."""
+    from executor import memfirst
+    from executor.compare import compiled_schedule
+    from executor.run import resolve_dtype
+    from models.plan_cost import machine_cost
+    from synth.planners import synthesize
+
+    dtype, itemsize = resolve_dtype(args.dtype, None)
+    place = args.placement
+    cost = machine_cost(machine, mesh, place)
+    if plan is None:  # auto for this machine, as compiled_schedule plans it
+        plan = synthesize(mesh, src, dst, itemsize=itemsize, cost=cost)
+    temps = []
+    for s in ("xla-shardy", "xla-gspmd"):
+        got = out["strategies"].get(s)
+        try:
+            sched = got["schedule"] if got else compiled_schedule(machine, s, mesh, src, dst, dtype=dtype,
+                                                                  placement=place)
+        except ValueError:
+            sched = None
+        meta = sched["meta"] if isinstance(sched, dict) else getattr(sched, "meta", None)
+        temps.append(meta.get("temp_bytes") if meta else None)
+    ours = out["strategies"]["ours"]["schedule"]
+
+    def compile_temp(p):
+        try:
+            sc = compiled_schedule(machine, "ours", mesh, src, dst, plan=p, dtype=dtype, placement=place)
+        except ValueError:
+            return None, None
+        return sc.meta.get("temp_bytes"), sc
+
+    ch = memfirst.choose(plan, ours["meta"].get("temp_bytes"), None, memfirst.xla_temp(*temps), compile_temp, cost)
+    if ch.changed:
+        sched = ch.result
+        sched.meta["memory_first"] = ch.to_dict()
+        out["strategies"]["ours"] = {"schedule": sched.to_dict(), "error": None}
+    return ch.to_dict()
 
 
 def main(argv=None) -> int:

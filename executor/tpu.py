@@ -551,11 +551,18 @@ def compare_on_target(target, mesh, src, dst, *, itemsize: int | None = None, dt
            "mesh": str(mesh), "src": str(src), "dst": str(dst), "dtype": dtype,
            "placement": placement or "row-major"}
     ours = compile_plan(t, plan, dtype=dtype, placement=placement)
+    for p in ("shardy", "gspmd"):
+        out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
+    mf = None
+    if planner == "auto":  # memory first (executor.memfirst): above XLA's temp, another bounded plan
+        mf = memory_first(t, plan, ours, xla_temp_bytes=(out["xla_shardy"]["temp_bytes"],
+                                                          out["xla_gspmd"]["temp_bytes"]),
+                          dtype=dtype, placement=placement).choice
+        plan, ours = mf.plan, mf.result
     out["ours"] = ours.to_dict()
     out["ours"]["plan_steps"] = [str(c) if c.kind != "all_permute" else "AllPermute" for c in plan.steps]
     out["ours"]["plan_peak_live_bytes"] = plan.peak_live_bytes
-    for p in ("shardy", "gspmd"):
-        out[f"xla_{p}"] = compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement).to_dict()
+    out["ours"]["memory_first"] = mf.to_dict() if mf is not None else None
     from executor.shardy import ShardyError, shardy_plan
 
     try:  # Shardy's own reshard-to-collectives plan, compiled like ours (executor.shardy)
@@ -584,7 +591,7 @@ def plan_for_target(target, mesh, src, dst, *, planner: str = "auto", itemsize: 
 
 
 def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str = "auto",
-                placement=None, plan=None) -> dict:
+                placement=None, plan=None, cost=None) -> dict:
     """Temp bytes of our plan and of XLA's reshard (both partitioners), all compiled by
     the target's compiler, with XLA's rematerialization verdicts.
 
@@ -592,7 +599,11 @@ def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str 
     :func:`plan_for_target` (``auto`` under the target machine's cost).
     A program the compiler rejects because it does not fit in the chip's memory
     ("RESOURCE_EXHAUSTED: Ran out of memory") gets ``*_temp_bytes = None`` and
-    ``*_oom`` = the compiler's message: it needs more than the whole HBM."""
+    ``*_oom`` = the compiler's message: it needs more than the whole HBM.
+
+    An ``auto`` plan goes through the memory-first rule (:func:`memory_first`): where its
+    temp bytes are above XLA's, the ``ours_*`` fields are the chosen plan's and
+    ``memory_first`` says which and why (``cost``: the model ranking the alternatives)."""
     t = target_of(target)
     dtype, itemsize = _dtype(dtype, None)
     if plan is None:
@@ -603,6 +614,7 @@ def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str 
     progs = [("ours", lambda: compile_plan(t, plan, dtype=dtype, placement=placement))]
     progs += [(p, lambda p=p: compile_xla(t, mesh, src, dst, p, dtype=dtype, placement=placement))
               for p in ("shardy", "gspmd")]
+    ours = None
     for key, build in progs:
         try:
             r = build()
@@ -619,4 +631,52 @@ def memory_case(target, mesh, src, dst, *, dtype: str = "float32", planner: str 
         row.update({f"{key}_temp_bytes": r.temp_bytes, f"{key}_peak_bytes": r.peak_bytes, f"{key}_oom": None,
                     f"{key}_full_remat": r.full_remat, f"{key}_collectives": r.collectives})
         row["compile_s"] += r.compile_s
+        if key == "ours":
+            ours = r
+    row["memory_first"] = None
+    if plan.planner == "auto" and ours is not None:
+        ch = memory_first(t, plan, ours, xla_temp_bytes=(row["shardy_temp_bytes"], row["gspmd_temp_bytes"]),
+                          dtype=dtype, placement=placement, cost=cost)
+        row["compile_s"] += sum(r.compile_s for r in ch.compiled_alternatives)
+        if ch.choice.changed:
+            r = ch.choice.result
+            row.update({"ours_temp_bytes": r.temp_bytes, "ours_peak_bytes": r.peak_bytes,
+                        "ours_full_remat": r.full_remat, "ours_collectives": r.collectives,
+                        "ours_plan_steps": [str(c) for c in ch.choice.plan.steps]})
+        row["memory_first"] = ch.choice.to_dict()
     return row
+
+
+@dataclass
+class MemoryFirst:
+    """:func:`memory_first`'s answer: the choice and the programs compiled for it."""
+
+    choice: object
+    compiled_alternatives: list
+
+
+def memory_first(target, plan, ours: TpuCompiled, *, xla_temp_bytes, dtype: str, placement=None,
+                 cost=None) -> MemoryFirst:
+    """The memory-first rule (:mod:`executor.memfirst`) on a compiled target: ``ours`` is
+    ``plan`` (auto's) compiled; ``xla_temp_bytes`` XLA's compiled temp bytes (Shardy,
+    GSPMD; None for one that does not fit). ``cost``: the machine's cost model (default
+    ``machine_cost`` of the target). At most ``memfirst.MAX_ALTERNATIVES`` more compiles."""
+    from executor import memfirst
+
+    t = target_of(target)
+    if cost is None:
+        from models.plan_cost import machine_cost
+
+        cost = machine_cost(t.machine(), plan.mesh, placement)
+    done = []
+
+    def compile_temp(p):
+        try:
+            r = compile_plan(t, p, dtype=dtype, placement=placement)
+        except Exception:  # noqa: BLE001 - an alternative that does not compile is not chosen
+            return None, None
+        done.append(r)
+        return r.temp_bytes, r
+
+    ch = memfirst.choose(plan, ours.temp_bytes, ours, memfirst.xla_temp(*xla_temp_bytes), compile_temp, cost)
+    return MemoryFirst(ch, done)

@@ -195,7 +195,25 @@ def xla_schedule(case: Case, planner: str, itemsize: int, max_devices: int = XLA
     return sched
 
 
+#: XLA's compiled reshards kept by this process (the ``auto`` rows' memory-first check
+#: and the XLA rows compile the same programs): at most this many, oldest dropped first.
+XLA_COMPILED_KEEP = 64
+_XLA_COMPILED: dict = {}
+
+
 def _target_xla_schedule(case: Case, planner: str, itemsize: int, machine, placement) -> Schedule:
+    import copy
+
+    key = (planner, case.mesh, case.src, case.dst, itemsize, case.dtype, machine.spec,
+           str(resolve_placement(placement, case.parsed()[0]) or "default"))
+    if key not in _XLA_COMPILED:
+        if len(_XLA_COMPILED) >= XLA_COMPILED_KEEP:
+            _XLA_COMPILED.pop(next(iter(_XLA_COMPILED)))
+        _XLA_COMPILED[key] = _compile_target_xla(case, planner, itemsize, machine, placement)
+    return copy.deepcopy(_XLA_COMPILED[key])
+
+
+def _compile_target_xla(case: Case, planner: str, itemsize: int, machine, placement) -> Schedule:
     from executor.compare import compiled_schedule
 
     mesh, src, dst = case.parsed()
@@ -476,6 +494,48 @@ def compiled_plan_cached(cache: dict, case: Case, plan, itemsize: int, machine, 
     return _cached(cache, key, lambda: compiled_plan_schedule(case, plan, itemsize, machine, placement, strategy))
 
 
+def memory_first(cache: dict, case: Case, plan, sched: Schedule, itemsize: int, machine, placement=None,
+                 max_devices: int = XLA_MAX_DEVICES):
+    """``auto``'s row on a machine whose compiler is installed: the memory-first rule of
+    :mod:`executor.memfirst`. ``sched`` is ``plan`` compiled; XLA's two reshards are
+    compiled by the same compiler (once per process: :data:`XLA_COMPILED_KEEP`), and
+    where auto's temp bytes are above the smaller of theirs, up to
+    :data:`executor.memfirst.MAX_ALTERNATIVES` other plans are compiled. Returns
+    ``(plan, schedule, choice)``; the choice's ``note`` is empty where auto's plan is kept."""
+    from executor import memfirst
+    from models.plan_cost import machine_cost
+
+    if sched.meta.get("temp_bytes") == 0:  # nothing to beat (most TPU rows): no XLA compile for it
+        from executor import memfirst
+
+        return plan, sched, memfirst.Choice(plan, "auto", 0, None, float("nan"), "", sched)
+    comp = sched.meta.get("compiler")
+    temps = []
+    for p in XLA_PLANNERS:
+        try:
+            xs = xla_schedule_cached(cache.setdefault(("memory-first", p), {}), case, p, itemsize, max_devices,
+                                     machine, placement)
+        except Exception:  # noqa: BLE001 - XLA's row reports its own failure; no constraint here
+            xs = None
+        temps.append(xs.meta.get("temp_bytes") if xs is not None and xs.meta.get("compiler") == comp else None)
+    mesh = case.parsed()[0]
+    cost = machine_cost(machine, mesh, resolve_placement(placement, mesh))
+
+    def compile_temp(p):
+        try:
+            s = compiled_plan_cached(cache, case, p, itemsize, machine, placement, "ours")
+        except Exception:  # noqa: BLE001 - an alternative that does not compile is not chosen
+            return None, None
+        return s.meta.get("temp_bytes"), s
+
+    ch = memfirst.choose(plan, sched.meta.get("temp_bytes"), sched, memfirst.xla_temp(*temps), compile_temp, cost)
+    if ch.changed:
+        s = ch.result
+        s.meta["memory_first"] = ch.to_dict()
+        return ch.plan, s, ch
+    return plan, sched, ch
+
+
 # -- memory measured by the TPU compiler ------------------------------------------------------
 def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v4"), planner: str = "normal",
                progress=None, cases=None) -> dict:
@@ -499,7 +559,11 @@ def tpu_memory(suites=("transformer", "xla-issues"), profiles=("tpu-v5p", "tpu-v
             machine = load_machine(prof, case.num_devices)
             # our plan exactly as the sweep's row plans it (auto: the machine's cost, the row's budget)
             plan, _ = our_schedule(case, planner, case.itemsize, machine)
-            r = tpu.memory_case(machine.spec, mesh, src, dst, dtype=case.dtype, planner=planner, plan=plan)
+            from models.plan_cost import machine_cost
+
+            # auto's memory-first choice ranks its alternatives by the cost auto planned with
+            r = tpu.memory_case(machine.spec, mesh, src, dst, dtype=case.dtype, planner=planner, plan=plan,
+                                cost=machine_cost(machine, mesh, resolve_placement(None, mesh)))
             rows.append({**base, "status": "ok", **r})
         except Exception as e:  # noqa: BLE001 - one failed case is a row, not the end of the table
             rows.append({**base, "status": "error", "error": f"{type(e).__name__}: {e}"})
@@ -599,6 +663,11 @@ def print_tpu_memory(args) -> int:
               f"{s['ours_peak_lt_xla_where_remat']}/{s['xla_remat']}", s["xla_oom"], s["ours_oom"],
               fmt_bytes(s["ours_temp_bytes_total"]), fmt_bytes(s["xla_temp_bytes_total"]), s["errors"]]
              for s in rep["summary"]]
+    chosen = [r for r in rep["rows"] if r["status"] == "ok" and (r.get("memory_first") or {}).get("note")]
+    for r in chosen:
+        print(f"{r['target']} {r['case']}: {r['memory_first']['note']}")
+    if chosen:
+        print()
     print(table(srows, ["profile", "vs", "cases", "ours <= XLA", "ours < XLA", "XLA remat or OOM",
                         "ours < XLA there", "ours peak < XLA there", "XLA OOM", "ours OOM", "ours total*", "XLA total*", "errors"]))
     print("* totals over the cases where both programs compiled")

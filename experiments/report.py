@@ -112,12 +112,14 @@ class Report:
     by_suite: list = field(default_factory=list)      # one dict per suite x comparison (machine "all")
     whatif: list = field(default_factory=list)        # one dict per knob value x machine x partitioner
     config_name: str = ""
+    #: rows whose plan the memory-first rule chose (executor.memfirst): machine, case, note
+    memory_first: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"out_dir": self.out_dir, "html": self.html_path, "planner": self.planner,
                 "rows": self.rows, "status": self.status_counts, "summary": self.summary,
                 "by_machine": self.by_machine, "by_suite": self.by_suite, "whatif": self.whatif,
-                "config": self.config_name}
+                "config": self.config_name, "memory_first": self.memory_first}
 
     def markdown(self) -> str:
         p = self.planner
@@ -149,6 +151,11 @@ class Report:
             lines += ["", f"Compiled temp bytes of {p} above XLA's, and why:", ""]
             lines += [f"- {m}, `{c}` (vs {', '.join(vs)}): {o} B against {x} B: {why}"
                       for (m, c, o, x, why), vs in over.items()]
+        if self.memory_first:
+            lines += ["", f"Where {p}'s fastest plan compiled to more temp bytes than XLA's, the plan the "
+                          "memory-first rule chose (docs/experiments.md):", ""]
+            lines += [f"- {t['machine']}, `{t['case']}`: {t['note'].removeprefix('memory-first: ')}"
+                      for t in self.memory_first]
         remat: dict = {}
         for s in self.by_machine:
             if s["vs"] in XLA:
@@ -188,6 +195,9 @@ class Report:
             for t in s.get("remat_not_lower", []):
                 out.append(f"  {s['vs']} remats on {t['machine']}, {t['case']}: temp not strictly lower; "
                            f"shown by {t['shown_by']}")
+        for t in self.memory_first:
+            out.append(f"  {t['note'].split(';')[0]} on {t['machine']}, {t['case']}: "
+                       f"{t['note'].split('; ', 1)[1] if '; ' in t['note'] else ''}")
         out.append(f"  {COMPILER_NOTE}")
         if self.by_suite:
             out += ["", f"{'by suite':24s} {'vs':12s} {'pairs':>5s} {'geo total':>9s} {'min':>7s} {'lose':>4s} "
@@ -361,6 +371,14 @@ def build_report(out_dir, html_path=None, planner: str = "normal") -> Report:
         rep.config_name = json.loads((Path(out_dir) / "run.json").read_text()).get("name", "")
     except (OSError, ValueError):
         pass
+    mine = base[(base["planner"] == planner) & (base["status"] == "ok")]
+    for _, r in mine.sort_values(["machine", "case"]).iterrows():
+        notes = str(r.get("notes") or "")
+        if notes.startswith("memory-first: "):  # the worker puts the rule's note first
+            parts = notes[len("memory-first: "):].split("; ")
+            keep = [parts[0]] + [x for x in parts[1:3] if x.startswith(("none of", "chose", "kept"))]
+            rep.memory_first.append({"machine": str(r["machine"]), "case": str(r["case"]),
+                                     "note": "memory-first: " + "; ".join(keep)})
     pairs = {}
     for o in others:
         j = paired(base, planner, o)

@@ -139,6 +139,13 @@ def run_unit(unit, xla_max_devices: int = backends.XLA_MAX_DEVICES, measure_opts
                 except backends.TargetRejected as e:  # e.g. no 6-chip TPU slice: the plan's own schedule
                     rsched = rplan.to_schedule()
                     rsched.meta.update({"compiler": "none", "collectives_only": f"not compiled: {e}"})
+                if unit.planner == "auto" and rsched.meta.get("compiler") != "none":
+                    # memory first (executor.memfirst): compiled temp bytes above XLA's pick
+                    # another plan within the bound; the row's notes say which and why
+                    rplan, rsched, choice = backends.memory_first(cache, case, rplan, rsched, unit.itemsize,
+                                                                  machine, k.placement, xla_max_devices)
+                    if choice.note:
+                        row_notes = [choice.note] + row_notes
             else:
                 rsched = rplan.to_schedule()
                 rsched.meta["compiler"] = "none"
