@@ -23,6 +23,8 @@ DynSlice(i, X)         every ordered non-empty subset ``X`` of ``F``, every dim 
 AllGather(i, X)        every minor-most suffix ``X`` of dim ``i``
 MultiAllGather         one suffix on each of two or more dims
 AllToAll(i, j, X)      every suffix ``X`` of dim ``i``, every other dim ``j``
+MultiAllToAll          two such moves sharing a destination (either order), or one
+                       dim's suffix and the next suffix of its rest into two dims
 AllReduce(X)           every non-empty subset of ``U``
 ReduceScatter(i, X)    every ordered non-empty subset of ``U``, every dim
 Unreduce(X)            every non-empty subset of ``F``
@@ -48,6 +50,7 @@ from synth.collectives import (
     AllToAll,
     DynSlice,
     MultiAllGather,
+    MultiAllToAll,
     ReduceScatter,
     ShardedToUnreduced,
     Unreduce,
@@ -120,6 +123,7 @@ def _steps(t: ArrayType, wm: Mesh, types_by_local):
         for group in itertools.combinations(opts, r):
             for combo in itertools.product(*group):
                 yield MultiAllGather(tuple((i, _ax(X)) for i, X in combo))
+    yield from _multi_a2a_steps(t)
     for X in _subsets(U):
         yield AllReduce(_ax(X))
         for Xo in itertools.permutations(X):
@@ -130,6 +134,26 @@ def _steps(t: ArrayType, wm: Mesh, types_by_local):
     for t2 in types_by_local.get(t.local_shape(wm), ()):
         if t2 != t:
             yield AllPermute(t2)
+
+
+def _multi_a2a_steps(t: ArrayType):
+    """The two-move all-to-alls of the module doc: moves on four distinct dims, two
+    sources into one destination (both orders), and one source's suffix then the next
+    suffix of what remains into two other dims."""
+    rank = t.rank
+    axes = [t.dims[i].axes for i in range(rank)]
+    singles = [(i, j, X) for i in range(rank) for X in _suffixes(axes[i]) for j in range(rank) if j != i]
+    for a, (i, j, X) in enumerate(singles):
+        for b, (k, m, Y) in enumerate(singles):
+            if k in (i, j) or m == i:
+                continue
+            if m == j or (b > a and len({i, j, k, m}) == 4):
+                yield MultiAllToAll(((i, j, _ax(X)), (k, m, _ax(Y))))
+        rest = axes[i][:len(axes[i]) - len(X)]
+        for Y in _suffixes(rest):
+            for m in range(rank):
+                if m not in (i, j):
+                    yield MultiAllToAll(((i, j, _ax(X)), (i, m, _ax(Y))))
 
 
 def _permute_key(t: ArrayType, t2: ArrayType, wm: Mesh):

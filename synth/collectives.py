@@ -35,10 +35,14 @@ and is counted like data, and never reaches the result (the interpreter fills pa
 with garbage and checks).
 
 **Several dims in one collective.** ``MultiDynSlice``, ``MultiAllGather`` and
-``MultiAllToAll`` carry several one-dim moves on disjoint dims and disjoint axes as one
-step over the group of all their axes (one launch, as XLA and Shardy emit them). The
-moves commute, so type and data rules are the composition of the moves; the cost is
-that of one collective over the joint group. JSON: the one-dim ``op`` with ``"moves"``.
+``MultiAllToAll`` carry several one-dim moves on disjoint axes as one step over the
+group of all their axes (one launch, as XLA and Shardy emit them). Slices and gathers
+touch disjoint dims; the moves commute, so type and data rules are the composition of
+the moves. An all-to-all's moves may share a source or a destination dim (never a dim
+that is both): they then apply in the order given, and its data rule is the one
+exchange over the joint group, equal to the chain of its moves (see
+:class:`MultiAllToAll`). The cost is that of one collective over the joint group. JSON:
+the one-dim ``op`` with ``"moves"``.
 ``ShardedToUnreduced`` is local: a split dim becomes a pending sum (see docs/collectives.md).
 """
 
@@ -763,7 +767,10 @@ class Unreduce(Collective):
 def _canonical_moves(obj, who: str, width: int):
     """``moves`` becomes a tuple of tuples whose last entry is a canonical axis (a name,
     or a tuple of two or more names), sorted by the leading dim(s) so one collective has
-    one spelling. ``width`` is the number of dim fields before the axis (1 or 2)."""
+    one spelling. ``width`` is the number of dim fields before the axis (1 or 2).
+
+    Gathers and slices (``width == 1``): every dim in at most one move. All-to-alls
+    (``width == 2``): see :func:`_canonical_a2a_moves` (moves may share a dim)."""
     raw = obj.moves
     try:
         moves = [tuple(m) for m in raw]
@@ -782,21 +789,72 @@ def _canonical_moves(obj, who: str, width: int):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise CollectiveError(f"{who}: move {m!r}: dims must be integers")
         out.append(tuple(int(v) for v in m[:width]) + (_canonical_axis_value(m[width], who),))
-    dims = [v for m in out for v in m[:width]]
-    if len(set(dims)) != len(dims):
-        raise CollectiveError(
-            f"{who}: a dim appears in two moves ({dims}); each dim takes part in at most one "
-            "move, as in Shardy's all_to_all / all_gather / all_slice")
     names = [a for m in out for a in _axes_tuple(m[width])]
     if len(set(names)) != len(names):
         raise CollectiveError(f"{who}: an axis appears in two moves ({names})")
+    if width == 2:
+        object.__setattr__(obj, "moves", _canonical_a2a_moves(out, who))
+        return
+    dims = [m[0] for m in out]
+    if len(set(dims)) != len(dims):
+        raise CollectiveError(
+            f"{who}: a dim appears in two moves ({dims}); each dim takes part in at most one "
+            "move, as in Shardy's all_gather / all_slice (one move may carry several axes)")
     object.__setattr__(obj, "moves", tuple(sorted(out, key=lambda m: m[:width])))
 
 
+def _canonical_a2a_moves(out: list, who: str) -> tuple:
+    """The canonical spelling of an all-to-all's moves ``(src_dim, dst_dim, axis)``.
+
+    Rules: ``src_dim != dst_dim``; a dim that sends in one move receives in none; a
+    ``(src_dim, dst_dim)`` pair appears once (its axes are one move's tuple). Moves may
+    share a dim: the moves apply one after another in the order given (the type and data
+    of the chain of one-dim moves), so order matters between two moves that share a dim:
+
+    * a shared ``dst_dim`` receives the moves' axes in order, the first most major:
+      ``((2, 1, 'x'), (0, 1, 'y'))`` ends with dim 1 split ``{.., x, y}``;
+    * a shared ``src_dim`` gives up its minor-most axes first: from ``8{a,b,c}``,
+      ``((0, 1, 'c'), (0, 2, 'b'))`` moves ``c`` (minor-most), then ``b``.
+
+    Moves that share no dim commute; the canonical order is the least, by
+    ``(src_dim, dst_dim)``, of the orders that keep every pair sharing a dim as given:
+    ``((1, 3, 'c'), (0, 2, 'b'))`` is spelt ``((0, 2, 'b'), (1, 3, 'c'))``, while
+    ``((2, 1, 'x'), (0, 1, 'y'))`` stays (both write dim 1)."""
+    for m in out:
+        if m[0] == m[1]:
+            raise CollectiveError(
+                f"{who}: move {m!r} has src_dim == dst_dim; an all-to-all moves axes to another dim")
+    srcs, dsts = {m[0] for m in out}, {m[1] for m in out}
+    both = sorted(srcs & dsts)
+    if both:
+        raise CollectiveError(
+            f"{who}: dim {both[0]} both sends (src_dim) and receives (dst_dim) in one all-to-all; "
+            "a dim is a source or a destination, not both: split it into two all-to-alls")
+    pairs = [m[:2] for m in out]
+    if len(set(pairs)) != len(pairs):
+        dup = next(p for p in pairs if pairs.count(p) > 1)
+        raise CollectiveError(
+            f"{who}: the pair src_dim={dup[0]} -> dst_dim={dup[1]} appears in two moves; write its "
+            "axes as one move's tuple, e.g. (src_dim, dst_dim, ('x', 'y'))")
+    # Least linear extension of "moves sharing a dim keep their order" (Kahn, smallest first).
+    n = len(out)
+    before = [[j for j in range(i) if out[j][0] == out[i][0] or out[j][1] == out[i][1]]
+              for i in range(n)]
+    done, order = set(), []
+    while len(order) < n:
+        ready = [i for i in range(n) if i not in done and all(j in done for j in before[i])]
+        i = min(ready, key=lambda k: (out[k][:2], k))
+        done.add(i)
+        order.append(out[i])
+    return tuple(order)
+
+
 class _MultiMixin:
-    """Shared facets of the multi-dim forms: the data rule is the composition of the
-    one-dim moves (they touch disjoint dims and disjoint axes, so their order does not
-    matter), the group is the product of all the moves' groups."""
+    """Shared facets of the multi-dim forms: the type rule is the chain of the one-dim
+    moves in canonical order (:meth:`singles`), and so is the data rule of slices and
+    gathers (disjoint dims and axes: the order does not matter); ``MultiAllToAll`` has a
+    data rule of its own, the one exchange. The group is the product of all the moves'
+    groups."""
 
     #: the one-dim collective each move is (set by every multi-dim form)
     SINGLE: ClassVar[type]
@@ -927,13 +985,36 @@ class MultiAllGather(_MultiMixin, Collective):
 class MultiAllToAll(_MultiMixin, Collective):
     """One all-to-all carrying several ``(src_dim, dst_dim, axis)`` moves: each ``axis``
     (the minor-most suffix of ``src_dim``) moves to be minor-most of ``dst_dim``, over
-    the group of all the axes at once. Every dim takes part in at most one move.
-    ``[8{a,b}, 8{c}, 4, 4]`` with ``((0, 2, 'b'), (1, 3, 'c'))`` ->
-    ``[8{a}, 8, 4{b}, 4{c}]`` (Shardy's ``all_to_all [{"b"}: 0->2, {"c"}: 1->3]``):
-    each device keeps ``1/n`` of its padded block and receives ``(n-1)/n`` of it,
-    ``n = |b| * |c|``, where two chained all-to-alls would receive
-    ``(|b|-1)/|b| + (|c|-1)/|c|`` of it. JSON:
-    ``{"op": "all_to_all", "moves": [{"src_dim": 0, "dst_dim": 2, "axis": "b"}, ...]}``."""
+    the group of all the axes at once. ``[8{a,b}, 8{c}, 4, 4]`` with
+    ``((0, 2, 'b'), (1, 3, 'c'))`` -> ``[8{a}, 8, 4{b}, 4{c}]`` (Shardy's
+    ``all_to_all [{"b"}: 0->2, {"c"}: 1->3]``): each device keeps ``1/n`` of its padded
+    block and receives ``(n-1)/n`` of it, ``n = |b| * |c|``, where two chained
+    all-to-alls would receive ``(|b|-1)/|b| + (|c|-1)/|c|`` of it.
+
+    Invariants (stated once; :func:`_canonical_a2a_moves`): axes are disjoint; a dim is a
+    source or a destination, never both; moves may share a dim, and then apply in the
+    order given (the chain of one-dim moves, :meth:`singles`, has the same type and the
+    same data): the first move into a shared ``dst_dim`` is the more major there, the
+    first move out of a shared ``src_dim`` takes its minor-most axes.
+
+    Worked example, a shared destination, mesh ``x=4,y=2``: ``[16{y}, 16, 16{x}]`` with
+    ``((2, 1, 'x'), (0, 1, 'y'))`` -> ``[16, 16{x,y}, 16]``. Device ``(x', y')`` holds
+    ``[8, 16, 4]``; it cuts dim 1 into 8 pieces of 2, piece ``2*x'' + y''`` (``x``
+    major, the order of the moves) for device ``(x'', y'')``, and places the piece from
+    device ``(x'', y'')`` at rows ``8*y''`` (dim 0, the ``y`` move's source) and columns
+    ``4*x''`` (dim 2, the ``x`` move's source): ``[16, 2, 16]``. It receives 7/8 of its
+    512 elements (448; the receive bound), in one collective over ``(x, y)``; the chain
+    ``AllToAll(2->1, x)``, ``AllToAll(0->1, y)`` receives 384 + 256 = 640. A shared
+    source splits one dim's suffix into two dims: ``[8{a,b}, 4, 4]`` with
+    ``((0, 1, 'b'), (0, 2, 'a'))`` -> ``[8, 4{b}, 4{a}]``; received pieces land in the
+    source dim with the later move's axis more major (``a`` then ``b``, as the type had them).
+
+    The data rule is the one exchange itself (:meth:`run`: each device sends piece ``g``
+    to group member ``g``), not the chain; a test checks the two agree. Uneven dims: the
+    chain's type rule (every one-dim move must apply in turn, nesting included), the
+    padded block sent once. JSON:
+    ``{"op": "all_to_all", "moves": [{"src_dim": 0, "dst_dim": 2, "axis": "b"}, ...]}``
+    (in the canonical order)."""
 
     SINGLE: ClassVar[type] = AllToAll
 
@@ -948,24 +1029,91 @@ class MultiAllToAll(_MultiMixin, Collective):
         for s, d, _ in self.moves:
             _check_dim(t, s, f"{self} on {t}")
             _check_dim(t, d, f"{self} on {t}")
-        return super().apply(t, mesh)
+        cur = t
+        for k, c in enumerate(self.singles()):
+            try:
+                cur = c.apply(cur, mesh)
+            except CollectiveError as e:
+                if len({m[0] for m in self.moves}) == len(self.moves) == len({m[1] for m in self.moves}):
+                    raise  # disjoint moves: the move's own message says it all
+                raise CollectiveError(
+                    f"{self} on {t}: move {k + 1} of {len(self.moves)} does not apply"
+                    + (" after the moves before it" if k else "")
+                    + f" (moves sharing a dim apply in order): {e}") from None
+        return cur
+
+    def dst_groups(self, mesh: Mesh) -> dict[int, int]:
+        """Per destination dim, the product of the group sizes of the moves into it."""
+        out: dict[int, int] = {}
+        for _, d, a in self.moves:
+            out[d] = out.get(d, 1) * _group_size(mesh, a)
+        return out
+
+    def src_groups(self, mesh: Mesh) -> dict[int, int]:
+        """Per source dim, the product of the group sizes of the moves out of it."""
+        out: dict[int, int] = {}
+        for s, _, a in self.moves:
+            out[s] = out.get(s, 1) * _group_size(mesh, a)
+        return out
 
     def sent_shape(self, t_in, t_out, mesh) -> tuple[int, ...]:
-        """The input block with every split dim padded to ``n`` whole pieces: what the
-        exchange sends (``1/n`` of it stays)."""
+        """The input block with every split dim padded to whole pieces (``n_d`` pieces of
+        the output's local size, ``n_d`` the product of the moves into dim ``d``): what
+        the exchange sends (``1/n`` of it stays)."""
         loc = list(t_in.local_shape(mesh))
         out = t_out.local_shape(mesh)
-        for _, d, a in self.moves:
-            loc[d] = _group_size(mesh, a) * out[d]
+        for d, k in self.dst_groups(mesh).items():
+            loc[d] = k * out[d]
         return tuple(loc)
 
     def raw_shape(self, t_in, t_out, mesh) -> tuple[int, ...]:
         """The received block before an uneven concatenated dim is truncated."""
         loc = list(t_out.local_shape(mesh))
         li = t_in.local_shape(mesh)
-        for s, _, a in self.moves:
-            loc[s] = _group_size(mesh, a) * li[s]
+        for s, k in self.src_groups(mesh).items():
+            loc[s] = k * li[s]
         return tuple(loc)
+
+    def run(self, blocks, t_in, t_out, mesh):
+        """One exchange over the group of every move's axes (the order of :attr:`axis`).
+        A device's index on a move is its mixed-radix index over that move's axes. The
+        sender cuts each destination dim into ``n_d`` pieces of the output's local size
+        (after padding), indexed by the receiver's indices on the moves into that dim,
+        first move most major; the receiver places the piece from each sender along each
+        source dim at the sender's indices on the moves out of it, last move most major,
+        then drops an uneven dim's padding. Only other devices' blocks are read."""
+        moves = self.moves
+        sent = self.sent_shape(t_in, t_out, mesh)
+        raw = self.raw_shape(t_in, t_out, mesh)
+        lo = t_out.local_shape(mesh)
+        li = t_in.local_shape(mesh)
+        sizes = [_group_size(mesh, a) for _, _, a in moves]
+        into = {d: [k for k, m in enumerate(moves) if m[1] == d] for d in {m[1] for m in moves}}
+        outof = {s: [k for k, m in enumerate(moves) if m[0] == s][::-1] for s in {m[0] for m in moves}}
+        idx = np.array([[_group_index(mesh, a, d) for _, _, a in moves] for d in range(mesh.size)])
+
+        def radix(ix, ks):
+            v = 0
+            for k in ks:
+                v = v * sizes[k] + int(ix[k])
+            return v
+
+        padded = []
+        for b in blocks:
+            pad = [(0, sent[i] - b.shape[i]) if i in into else (0, 0) for i in range(b.ndim)]
+            padded.append(np.pad(b, pad) if any(p[1] for p in pad) else b)
+        out = []
+        for d in range(len(blocks)):
+            buf = np.zeros(raw, dtype=blocks[d].dtype)
+            for s in _group_of(mesh, self.axis, d):
+                cut = tuple(slice(radix(idx[d], into[i]) * lo[i], (radix(idx[d], into[i]) + 1) * lo[i])
+                            if i in into else slice(None) for i in range(len(raw)))
+                put = tuple(slice(radix(idx[s], outof[i]) * li[i], (radix(idx[s], outof[i]) + 1) * li[i])
+                            if i in outof else slice(None) for i in range(len(raw)))
+                buf[put] = padded[s][cut]
+            keep = tuple(slice(0, lo[i]) for i in range(len(raw)))
+            out.append(buf[keep])
+        return out
 
     def _sent_elems(self, t_in, t_out, mesh):
         return math.prod(self.sent_shape(t_in, t_out, mesh))
@@ -1057,12 +1205,15 @@ MULTI_OF = {"dyn_slice": MultiDynSlice, "all_gather": MultiAllGather, "all_to_al
 
 def fuse(steps) -> Collective:
     """One collective doing what ``steps`` (DynSlices, AllGathers or AllToAlls of one
-    kind, one-dim or multi-dim, on disjoint dims and axes) do one after another:
+    kind, one-dim or multi-dim, on disjoint axes) do one after another:
     ``fuse([AllGather(0, 'x'), AllGather(1, 'y')]) == MultiAllGather(((0, 'x'), (1, 'y')))``.
     Slices or gathers of one dim merge into one move (``DynSlice(0, 'x'), DynSlice(0, 'y')``
     is ``DynSlice(0, ('x', 'y'))``; ``AllGather(0, 'y'), AllGather(0, 'x')`` is
-    ``AllGather(0, ('x', 'y'))``). One move gives the one-dim form. Raises :class:`CollectiveError` when they do not
-    fuse (mixed kinds, a dim or axis in two moves)."""
+    ``AllGather(0, ('x', 'y'))``). All-to-alls may share a source or a destination dim
+    (``fuse([AllToAll(2, 1, 'x'), AllToAll(0, 1, 'y')]) == MultiAllToAll(((2, 1, 'x'), (0, 1, 'y')))``,
+    in the order given). One move gives the one-dim form. Raises :class:`CollectiveError` when they do not
+    fuse (mixed kinds, an axis in two moves, a gather's dim in two moves, an all-to-all's
+    dim that both sends and receives, a pair of dims twice)."""
     steps = list(steps)
     if not steps:
         raise CollectiveError("fuse: needs at least one step")
@@ -1159,7 +1310,7 @@ def _multi_from_dict(d: dict) -> Collective:
 
 def fuse_runs(steps, src: ArrayType, mesh: Mesh) -> list[Collective]:
     """``steps`` with each run of consecutive DynSlices, AllGathers or AllToAlls (one kind
-    per run) on disjoint dims and axes fused into one multi-dim step, where the fused
+    per run) that :func:`fuse` accepts fused into one multi-dim step, where the fused
     step ends at the same type and receives no more than the run (on uneven dims one op
     carries padding the run trims between its steps; such a run is left as it is).
 

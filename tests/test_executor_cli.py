@@ -96,7 +96,7 @@ def test_compare_json_from_a_clean_environment():
         assert d[k]["correct"] is True
         assert d[k]["time_s"] > 0 and d[k]["time_p10_s"] <= d[k]["time_s"] <= d[k]["time_p90_s"]
         assert isinstance(d[k]["temp_bytes"], int) and isinstance(d[k]["collectives"], list)
-    assert d["ours"]["collectives"] == ["all_to_all", "all_to_all"] and not d["ours"]["full_remat"]
+    assert d["ours"]["collectives"] == ["all_to_all"] and not d["ours"]["full_remat"]  # one over (x, y)
     assert d["xla_shardy"]["full_remat"] and d["xla_gspmd"]["full_remat"]
     assert d["ours"]["temp_bytes"] < d["xla_shardy"]["temp_bytes"]
 

@@ -81,7 +81,8 @@ def test_tpu_compiles_all_four_strategies_with_libtpu():
         assert sched.meta["compiler"] == "libtpu" and sched.meta["target"] == "tpu-v4:2x2x2", s
         assert isinstance(sched.meta["temp_bytes"], int) and sched.meta["dtype_handling"] == "compiled as bfloat16"
     comm = {s: [o.kind for o in g.ops if not o.is_local] for s, g in got.items()}
-    assert comm["ours"] == comm["shardy-r2c"] == ["all_to_all", "all_to_all"]
+    assert comm["ours"] == ["all_to_all"]  # one all-to-all over (x, y), moves sharing dim 1
+    assert comm["shardy-r2c"] == ["all_to_all", "all_to_all"]
     assert got["xla-shardy"].meta["full_remat"] and comm["xla-shardy"] == ["all_gather"]
     assert got["ours"].meta["temp_bytes"] <= got["xla-shardy"].meta["temp_bytes"]
 

@@ -486,6 +486,8 @@ def _key(ops):
     ("x=2,y=4", "[16{x}, 8{y}]", ("gather", ((0, "x"), (1, "y")))),
     ("a=2,b=2,c=2", "[8{a,b}, 8{c}, 4, 4]", ("a2a", ((0, 2, "b"), (1, 3, "c")))),
     ("x=2,y=4", "[10{x}, 6, 9{y}, 2]", ("a2a", ((0, 1, "x"), (2, 3, "y")))),  # uneven: padded pieces
+    ("x=4,y=2", "[16{y}, 16, 16{x}]", ("a2a", ((2, 1, "x"), (0, 1, "y")))),  # a shared destination
+    ("a=2,b=4", "[8{a,b}, 4, 8]", ("a2a", ((0, 1, "b"), (0, 2, "a")))),  # a shared source
 ])
 def test_multi_dim_plans_read_back_as_their_own_schedule(mesh, src, moves):
     """Our multi-dim steps compile to one HLO collective each, and the reader gives back

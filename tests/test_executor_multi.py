@@ -44,6 +44,14 @@ CASES = [
     ("x=8", "[5{x:(1)2}, 13{x:(2)4}]", [MultiAllGather(((0, "x:(1)2"), (1, "x:(2)4")))], ["all_gather"]),
     ("x=2,y=4", "[10{x}, 6, 9{y}, 2]", [MultiAllToAll(((0, 1, "x"), (2, 3, "y")))], ["all_to_all"]),
     ("x=2,y=2,z=2", "[6{x}, 4{y}]{U:z}", [MultiAllGather(((0, "x"), (1, "y")))], ["all_gather"]),
+    # moves sharing a dim (jax-21562: two sources into one destination; its reverse order;
+    # uneven dims; one source split into two destinations; three moves mixing both)
+    ("x=4,y=2", "[16{y}, 16, 16{x}]", [MultiAllToAll(((2, 1, "x"), (0, 1, "y")))], ["all_to_all"]),
+    ("x=4,y=2", "[16{y}, 16, 16{x}]", [MultiAllToAll(((0, 1, "y"), (2, 1, "x")))], ["all_to_all"]),
+    ("x=2,y=3", "[7{y}, 12, 5{x}]", [MultiAllToAll(((2, 1, "x"), (0, 1, "y")))], ["all_to_all"]),
+    ("a=2,b=4", "[8{a,b}, 4, 8]", [MultiAllToAll(((0, 1, "b"), (0, 2, "a")))], ["all_to_all"]),
+    ("a=2,b=2,c=2", "[8{a,b}, 6{c}, 12, 5]", [MultiAllToAll(((0, 2, "b"), (0, 3, "a"), (1, 2, "c")))],
+     ["all_to_all"]),
     ("x=4,y=2", "[16{x}, 8]", [ShardedToUnreduced(0, "x")], []),
     ("x=8", "[50{x}, 3]", [ShardedToUnreduced(0, "x"), AllReduce("x")], ["all_reduce"]),
     ("x=2,y=4", "[16{x,y}, 5]", [ShardedToUnreduced(0, "y")], []),

@@ -131,7 +131,7 @@ def test_issue_case_ours_vs_xla():
     dst = parse_type("P(None, ('x','y'), None)", (8, 16, 8))
     ours = run_plan(synthesize(mesh, src, dst), measure=True, repeats=10)
     assert ours.correct and not ours.full_remat
-    assert ours.collectives == ["all_to_all", "all_to_all"]
+    assert ours.collectives == ["all_to_all"]  # one all-to-all over (x, y)
     assert ours.timing.repeats == 10 and ours.timing.time_p10_s <= ours.timing.time_s <= ours.timing.time_p90_s
     for part in ("shardy", "gspmd"):
         x = xla_reshard(mesh, src, dst, part, repeats=10)

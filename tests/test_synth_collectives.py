@@ -126,8 +126,10 @@ def test_bad_json_is_a_user_error(bad, words):
 
 @pytest.mark.parametrize("make, words", [
     (lambda: MultiAllGather(((0, "x"),)), "at least two moves"),
-    (lambda: MultiAllToAll(((0, 1, "x"), (1, 2, "y"))), "a dim appears in two moves"),
-    (lambda: MultiAllToAll(((0, 0, "x"), (1, 2, "y"))), "a dim appears in two moves"),
+    (lambda: MultiAllToAll(((0, 1, "x"), (1, 2, "y"))), "dim 1 both sends"),
+    (lambda: MultiAllToAll(((0, 0, "x"), (1, 2, "y"))), "src_dim == dst_dim"),
+    (lambda: MultiAllToAll(((0, 1, "x"), (0, 1, "y"))), "appears in two moves; write its axes as one"),
+    (lambda: MultiAllToAll(((0, 1, "x"), (2, 1, "x"))), "an axis appears in two moves"),
     (lambda: MultiDynSlice(((0, "x"), (1, ("y", "x")))), "an axis appears in two moves"),
 ])
 def test_malformed_moves_are_rejected(make, words):
@@ -290,6 +292,19 @@ def _candidates(t: ArrayType, mesh: Mesh, rnd):
         others = [i for i in range(t.rank) if i not in pick]
         if len(others) >= 2:
             out.append(MultiAllToAll(tuple((i, j, ax) for (i, ax), j in zip(suf, rnd.sample(others, 2)))))
+        if others:  # two sources into one destination, in a random order
+            j = rnd.choice(others)
+            mv = [(i, j, ax) for i, ax in suf]
+            rnd.shuffle(mv)
+            out.append(MultiAllToAll(tuple(mv)))
+    deep = [i for i in range(t.rank) if len(t.dims[i].axes) >= 2]
+    if deep and t.rank >= 3:  # one source's two minor-most suffixes into two destinations
+        i = rnd.choice(deep)
+        ax = t.dims[i].axes
+        cut = rnd.randint(1, len(ax) - 1)
+        lo = rnd.randint(0, cut - 1)
+        j, m = rnd.sample([d for d in range(t.rank) if d != i], 2)
+        out.append(MultiAllToAll(((i, j, ax[cut:]), (i, m, ax[lo:cut]))))
     if len(free) >= 2 and t.rank >= 2:
         d = rnd.sample(range(t.rank), 2)
         out.append(MultiDynSlice(((d[0], free[0]), (d[1], free[1]))))
@@ -308,6 +323,7 @@ def test_random_multi_steps_are_exact_and_match_their_chain(case):
         _check([c], t, mesh, out)
         if hasattr(c, "singles"):
             chain = c.singles()
+            _check(chain, t, mesh, out)  # the chain of its moves: the same type and data
             t2 = t
             for s in chain:
                 t2 = s.apply(t2, mesh)
@@ -355,3 +371,66 @@ def test_fuse_runs_leaves_a_run_that_would_receive_more_padding():
     mesh = Mesh.parse("a=2,b=2")
     chain = [AllGather(0, "a"), AllGather(1, "b")]
     assert fuse_runs(chain, ArrayType.parse("[1{a}, 1{b}]"), mesh) == chain
+
+
+# -- an all-to-all whose moves share a dim -------------------------------------------
+def test_shared_destination_is_one_exchange_at_the_receive_bound():
+    """The issue's jax-21562 case: one all-to-all over (x, y) moves both axes into dim 1
+    and receives 7/8 of the block (the bound); the chain of its moves receives 5/4."""
+    mesh = Mesh.parse("x=4,y=2")
+    src, dst = ArrayType.parse("[16{y}, 16, 16{x}]"), "[16, 16{x,y}, 16]"
+    c = MultiAllToAll(((2, 1, "x"), (0, 1, "y")))
+    assert c.axis == ("x", "y") and str(c) == "AllToAll(2->1:x, 0->1:y)"
+    out = _check([c], src, mesh, dst)
+    assert int(c.recv_elems(src, out, mesh).max()) == 448
+    chain, t, seq = c.singles(), src, 0
+    for s in chain:
+        t2 = s.apply(t, mesh)
+        seq += int(s.recv_elems(t, t2, mesh).max())
+        t = t2
+    assert t == out and seq == 640
+    plan = Plan.build(mesh, src, dst, [c], itemsize=4)
+    assert plan.num_collectives == 1 and plan.recv_bytes_max_device == 1792
+    assert plan.peak_live_bytes == 2 * 2048  # input and output, no padding buffer
+    assert [op.kind for op in plan.to_schedule().ops] == ["all_to_all"]
+    op = plan.to_schedule().ops[0]
+    assert op.recv_bytes == 1792 and all(len(g) == 8 for g in op.groups)
+    back = Plan.from_dict(plan.to_dict())
+    assert back.steps == plan.steps and back.types == plan.types
+    assert c.to_dict() == {"op": "all_to_all", "moves": [{"src_dim": 2, "dst_dim": 1, "axis": "x"},
+                                                         {"src_dim": 0, "dst_dim": 1, "axis": "y"}]}
+    assert eval(repr(c), {"MultiAllToAll": MultiAllToAll}) == c
+    assert fuse(chain) == c
+
+
+def test_moves_sharing_a_dim_keep_their_order_and_others_sort():
+    mesh = Mesh.parse("x=4,y=2")
+    src = ArrayType.parse("[16{y}, 16, 16{x}]")
+    a, b = MultiAllToAll(((2, 1, "x"), (0, 1, "y"))), MultiAllToAll(((0, 1, "y"), (2, 1, "x")))
+    assert a != b and b.moves == ((0, 1, "y"), (2, 1, "x"))
+    assert str(a.apply(src, mesh)) == "[16, 16{x,y}, 16]" and str(b.apply(src, mesh)) == "[16, 16{y,x}, 16]"
+    _check([b], src, mesh, "[16, 16{y,x}, 16]")
+    # moves sharing no dim sort by (src_dim, dst_dim); a shared pair stays as given
+    m = MultiAllToAll(((3, 1, "c"), (4, 2, "z"), (0, 1, "b")))
+    assert m.moves == ((3, 1, "c"), (0, 1, "b"), (4, 2, "z"))
+    assert MultiAllToAll(((4, 2, "z"), (3, 1, "c"), (0, 1, "b"))) == m
+    assert collective_from_dict(m.to_dict()) == m
+
+
+def test_shared_source_splits_a_suffix_into_two_dims():
+    mesh = Mesh.parse("a=2,b=3")
+    c = MultiAllToAll(((0, 1, "b"), (0, 2, "a")))
+    src = ArrayType.parse("[12{a,b}, 6, 4]")
+    out = _check([c], src, mesh, "[12, 6{b}, 4{a}]")
+    assert int(c.recv_elems(src, out, mesh).max()) == 2 * 6 * 4 * 5 // 6
+    with pytest.raises(CollectiveError, match="move 1 of 2 does not apply.*minor-most axis of dim 0"):
+        MultiAllToAll(((0, 2, "a"), (0, 1, "b"))).apply(src, mesh)  # 'a' is not minor-most first
+
+
+def test_shared_dim_type_rule_follows_the_chain_on_uneven_dims():
+    mesh = Mesh.parse("x=3,y=2")
+    c = MultiAllToAll(((2, 1, "x"), (0, 1, "y")))
+    _check([c], "[7{y}, 12, 5{x}]", mesh, "[7, 12{x,y}, 5]")  # 12 -> 4 -> 2: nests, padding elsewhere
+    with pytest.raises(CollectiveError, match="move 2 of 2 does not apply after the moves before it.*"
+                                              "local size 5 of dim 1 is not divisible by y=2"):
+        c.apply(ArrayType.parse("[7{y}, 13, 5{x}]"), mesh)

@@ -29,13 +29,23 @@ size 1 are dropped (relabelling steps at either end). From a type, with its pend
   order, a permute that makes it so comes first (one move, both costed). An all-to-all
   group that spans factors of more than one mesh axis holds at most 64 devices
   (``MAX_FUSED_GROUP``; gathers are not capped);
+* ``AllGather`` over several dims: one minor-most suffix on each of two or more dims, one
+  collective (at most ``MAX_MULTI_GATHERS`` = 64 combinations a type, in a fixed order);
+* ``AllToAll`` carrying two suffix moves, one collective over the product group: on four
+  distinct dims; two source dims into one destination dim (either order, the first more
+  major there); or a suffix of dim ``i`` and then a suffix of what remains of it into two
+  other dims. A dim never both sends and receives; the group cap above applies; at most
+  ``MAX_MULTI_ALL_TO_ALLS`` = 64 pairs a type, in the fixed order of
+  :func:`~synth.planners.moves._multi_a2a_moves`. On ``x=4,y=2``,
+  ``[16{y}, 16, 16{x}] -> [16, 16{x,y}, 16]`` is one ``AllToAll(2->1:x, 0->1:y)``;
 * ``AllPermute``: to *any* type with the same number of blocks per dim and the same
   pending sums; where a dim is uneven in the source or the target, also to any type of
   the same local shape with other blocks per dim (the extra blocks are empty: on
   ``x=y=z=w=2``, ``[8{y,z,w}] -> [8{x,y,z,w}]`` moves nothing);
 * ``AllReduce(X)`` for any subset ``X`` of ``U``; ``ReduceScatter(j, X)`` for any
   ordered subset (all orders up to 3 axes) into any dim ``j``;
-* ``Unreduce``: a replicated factor that the target leaves pending (one, or all at once).
+* ``Unreduce``: a replicated factor that the target leaves pending (one, or all at once);
+* ``ShardedToUnreduced`` (local): a minor-most suffix of a dim leaves it and joins ``U``.
 
 Every move obeys its collective's type rule in :mod:`synth.collectives`, uneven dims
 included (divisibility of the local size, the nesting rule; re-padding buffers are in

@@ -303,9 +303,11 @@ class Space:
             out = self.info(b[0])[1]
             n = 1
             for _, j, X in step[1]:
+                loc[j] = out[j]
+            for _, j, X in step[1]:  # a shared dst dim holds the product of its moves' pieces
                 nk = math.prod(sz[k] for k in X)
                 n *= nk
-                loc[j] = nk * out[j]
+                loc[j] *= nk
             sent = math.prod(loc)
             op_b, metric = sent * isz * (n - 1) // n, sent * (n - 1) // n * isz
             return (self.cost.alpha_s + op_b / self.cost.bandwidth_Bps, metric, 1)
@@ -422,9 +424,11 @@ class Space:
             out = ib[1]
             n = 1
             for _, j, X in step[1]:
+                loc[j] = out[j]
+            for _, j, X in step[1]:  # a shared dst dim holds the product of its moves' pieces
                 nk = self.nprod(X)
                 n *= nk
-                loc[j] = nk * out[j]
+                loc[j] *= nk
             sent = math.prod(loc)
             return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
         return None  # a kind not listed here: the caller takes step_cost's general path
@@ -956,11 +960,19 @@ class Space:
         return max(sa + pad, pad + sb) if pad else sa + sb
 
     def _live_multi(self, mv, la, lb, sa, sb):
+        """:meth:`live` of a multi-dim all-to-all (``MultiAllToAll.peak_elems``): the sent
+        block pads each dst dim to the product of its moves' groups times the output's
+        local size; the received block grows each src dim by the product of its moves'
+        groups. Example, ``x=4,y=2``, ``AllToAll(2->1:x, 0->1:y)`` from local ``[8, 16, 4]``
+        to ``[16, 2, 16]``: sent ``[8, 8*2, 4]``, received ``[2*8, 2, 4*4]``, both 512: no
+        padding, input + output live."""
         sent, raw = list(la), list(lb)
         for i, j, X in mv:
+            sent[j], raw[i] = lb[j], la[i]
+        for i, j, X in mv:
             n = self.nprod(X)
-            sent[j] = n * lb[j]
-            raw[i] = n * la[i]
+            sent[j] *= n
+            raw[i] *= n
         sent, raw = math.prod(sent), math.prod(raw)
         pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
         return max(sa + pad, pad + sb) if pad else sa + sb
@@ -1333,13 +1345,37 @@ def _multi_gather_moves(sp: Space, state, full):
                     return
 
 
+#: Most multi-move all-to-alls tried from one state (pairs of moves, in the fixed order of
+#: :func:`_multi_a2a_moves`): a bound on the branching of the fused all-to-all.
+MAX_MULTI_ALL_TO_ALLS = 64
+
+
 def _multi_a2a_moves(sp: Space, state, full):
-    """One AllToAll carrying two ``(src_dim, dst_dim, suffix)`` moves on four distinct dims
-    (Shardy's all_to_all with several pairs; one collective over the product group)."""
-    if sp.rank < 4:
+    """One AllToAll carrying two ``(src_dim, dst_dim, suffix)`` moves (Shardy's all_to_all
+    with several pairs; one collective over the product group), of three shapes:
+
+    * *disjoint*: four distinct dims (rank >= 4);
+    * *shared destination*: two source dims into one dim ``j``, in either order (the first
+      is the more major in ``j``), where the second still divides ``j``'s local size after
+      the first (the chain's type rule). Mesh ``x=4,y=2``: from ``[16{y}, 16, 16{x}]``,
+      ``AllToAll(2->1:x, 0->1:y)`` reaches ``[16, 16{x,y}, 16]`` in one collective (7/8 of
+      the block received; the two-step chain receives 5/4);
+    * *shared source*: a minor-most suffix ``X`` of dim ``i`` to dim ``j``, then a minor-most
+      suffix ``Y`` of what remains of dim ``i`` to another dim ``m``: from ``[8{a,b}, 4, 4]``,
+      ``AllToAll(0->1:b, 0->2:a)`` reaches ``[8, 4{b}, 4{a}]``.
+
+    A dim is never both a source and a destination. Each move is a minor-most suffix whose
+    result nests (:func:`_dim_moves`, all-to-all cap); a pair whose group spans factors of
+    more than one mesh axis holds at most ``max_fused`` devices. The pairs come in a fixed
+    order: the one-dim moves ordered by source dim, suffix length and destination dim;
+    pairs ``(first, second)`` by the first's place, then the second's (one-dim moves in
+    that order, then the suffixes of what remains of the first's source dim); the first
+    :data:`MAX_MULTI_ALL_TO_ALLS` valid pairs are tried (rank >= 3)."""
+    if sp.rank < 3:
         return
     dims, U = state
     splits, loc, _, _ = sp.info(dims)
+    shape, sz, base = sp.shape, sp.sz, sp.base_of
     singles = []
     for i, ax in enumerate(dims):
         for X, rest, n, direct in _dim_moves(sp, i, ax, True, True):
@@ -1348,16 +1384,48 @@ def _multi_a2a_moves(sp: Space, state, full):
             for j in range(sp.rank):
                 if j != i and (splits[j] == 1 or loc[j] % n == 0):
                     singles.append((i, j, X, rest, n))
-    for (i, j, X, rx, nx), (k, m, Y, ry, ny) in itertools.combinations(singles, 2):
-        if len({i, j, k, m}) < 4:
-            continue
-        if nx * ny > sp.max_fused and len({sp.base_of[a] for a in X + Y}) > 1:
-            continue
-        d2 = list(dims)
-        d2[i], d2[k] = rx, ry
-        d2[j], d2[m] = dims[j] + X, dims[m] + Y
-        mv = tuple(sorted(((i, j, X), (k, m, Y))))
-        yield (("multi_all_to_all", mv),), (tuple(d2), U)
+    count = 0
+    for a, (i, j, X, rx, nx) in enumerate(singles):
+        # the second move: any later single (disjoint or shared destination, either order
+        # among the pair), or a suffix of dim i's rest (shared source)
+        seconds = []
+        for b, (k, m, Y, ry, ny) in enumerate(singles):
+            if b == a or k in (i, j) or m == i:
+                continue
+            if m != j:
+                if b < a or len({i, j, k, m}) < 4:
+                    continue
+                seconds.append((k, m, Y, ry, ny))
+            else:  # shared destination: Y must divide dim j's local size after X
+                kj = splits[j] * nx
+                lj = loc[j] // nx if splits[j] > 1 else -(-shape[j] // nx)
+                if kj > 1 and lj % ny:
+                    continue
+                seconds.append((k, m, Y, ry, ny))
+        if rx:
+            for Y, ry, ny, direct in _dim_moves(sp, i, rx, True, True):
+                if not direct:
+                    continue
+                for m in range(sp.rank):
+                    if m not in (i, j) and (splits[m] == 1 or loc[m] % ny == 0):
+                        seconds.append((i, m, Y, ry, ny))
+        for k, m, Y, ry, ny in seconds:
+            if nx * ny > sp.max_fused and len({base[x] for x in X + Y}) > 1:
+                continue
+            d2 = list(dims)
+            d2[i], d2[k] = rx, ry  # shared source: k == i, ry is what remains after both
+            if m == j:
+                d2[j] = dims[j] + X + Y
+            else:
+                d2[j], d2[m] = dims[j] + X, dims[m] + Y
+            if k == i or m == j:
+                mv = ((i, j, X), (k, m, Y))  # sharing a dim: the order is the meaning
+            else:
+                mv = tuple(sorted(((i, j, X), (k, m, Y))))
+            yield (("multi_all_to_all", mv),), (tuple(d2), U)
+            count += 1
+            if count >= MAX_MULTI_ALL_TO_ALLS:
+                return
 
 
 def _s2u_moves(sp: Space, state, full):
