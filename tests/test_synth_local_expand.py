@@ -7,7 +7,8 @@ its local moves and relabels only (``Space.local_successors``, ``Space.comm_floo
 * ``local_successors`` is the sublist of ``successors`` it says, in the same order,
   whether it is built before or after the whole list;
 * planning with the shortcut and without it (the floor forced to 0) gives the same plan,
-  element by element against the target, the same search outcome, and no more moves.
+  element by element against the target, the same search outcome, and no more moves,
+  where the old count neither ran out nor cut a tie probe (else the shortcut gets further).
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def test_the_shortcut_keeps_the_plan_and_spends_no_more_moves(mesh, src, dst, bu
     slow = synthesize(mesh, src, dst, budget_moves=budget)
     check_plan_exact(fast)
     a, b = fast.search, slow.search
-    if b["moves"] < budget:  # the old count finished: the same search, move for move less
+    if b["moves"] < budget and not b["ties"].startswith("partly"):
+        # the old count finished (no tie probe cut either): the same search, fewer moves
         assert plan_digest(fast) == plan_digest(slow)
         assert (a["status"], a["time_s"], a["collectives"], a["bytes_moved"], a["states"]) == \
             (b["status"], b["time_s"], b["collectives"], b["bytes_moved"], b["states"])
