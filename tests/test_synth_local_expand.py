@@ -17,7 +17,7 @@ import pytest
 
 from synth.bench import bench_cases, check_plan_exact, plan_digest
 from synth.mesh import Mesh
-from synth.planners import MAX_FUSED_GROUP, DefaultCost, synthesize
+from synth.planners import MAX_FUSED_GROUP, TIE_TOLERANCE, DefaultCost, synthesize
 from synth.planners.moves import Space, _is_local_entry, work_mesh
 from synth.types import ArrayType, refine_type
 
@@ -127,7 +127,8 @@ def test_the_shortcut_keeps_the_plan_and_spends_no_more_moves(mesh, src, dst, bu
         assert (a["status"], a["time_s"], a["collectives"], a["bytes_moved"], a["states"]) == \
             (b["status"], b["time_s"], b["collectives"], b["bytes_moved"], b["states"])
         assert (a["moves"] < b["moves"]) == fires
-    else:  # where it ran out, the same search gets further on the same budget
-        assert a["time_s"] <= b["time_s"] * (1 + 1e-12)
+    else:  # where it ran out, the same search gets further on the same budget (the tie
+        # rule may then trade up to TIE_TOLERANCE of time for less peak memory)
+        assert a["time_s"] <= b["time_s"] * (1 + TIE_TOLERANCE)
         assert a["states"] > b["states"]
     assert a["moves"] <= b["moves"]
