@@ -87,7 +87,7 @@ def test_a_failing_warm_up_logs_one_line_and_the_page_still_plans(small_default,
         raise RuntimeError("models table missing")
 
     monkeypatch.setattr(plans, "plan_for", broken)
-    monkeypatch.setattr(serve, "warm_other_pages", lambda: 0.0)
+    monkeypatch.setattr(serve, "warm_other_pages", lambda: (0.0, ""))
     serve.FIRST_PAGE_WARM.clear()
     with caplog.at_level(logging.WARNING, logger="ui.serve"):
         serve._warm(other_after_s=0.0)
@@ -140,10 +140,8 @@ def test_the_default_compare_is_ready_before_the_first_visit(small_default, monk
     scenario (what-if knobs at their defaults): its first visit simulates nothing and shows
     the simulator's time of every strategy."""
     import simulator
-    from ui import runs, work
+    from ui import runs, work, xla_compare
     from ui.fmt import fmt_seconds
-
-    from ui import xla_compare
 
     monkeypatch.setattr(runs, "warm_up", lambda: None)
     monkeypatch.setenv("APP_INLINE_S", "0")  # even work estimated for a worker is served from the cache

@@ -218,8 +218,15 @@ def warm_pages(stop: threading.Event | None = None) -> dict[str, float]:
         except Exception as e:  # noqa: BLE001 - a cold first visit is only slower
             logging.getLogger(__name__).warning("app warm-up skipped %s: %s: %s", name, type(e).__name__, e)
         out[name] = time.perf_counter() - t0
-    print("app warm-up: " + ", ".join(f"{k} {v:.1f} s" for k, v in out.items()), file=sys.stderr, flush=True)
+    # a log record, not a print: the thread may outlive the caller's output (a test's
+    # captured stderr, a CLI's one-line error); ``ui.serve`` prints the line itself
+    logging.getLogger(__name__).info("app warm-up: %s", warm_text(out))
     return out
+
+
+def warm_text(steps: dict[str, float]) -> str:
+    """``{step: seconds}`` of :func:`warm_pages` as one line: ``imports 1.2 s, ...``."""
+    return ", ".join(f"{k} {v:.1f} s" for k, v in steps.items())
 
 
 @st.cache_resource(show_spinner=False)
@@ -414,7 +421,6 @@ class WorkerError(RedistributionError):
 
 
 def _executor_cmd(sub: str, mesh_text: str, src: str, dst: str, dtype: str, *extra: str) -> list[str]:
-    import sys
 
     n = synth.Mesh.parse(mesh_text).size
     return [sys.executable, "-m", "executor", sub, "--mesh", mesh_text, "--src", src, "--dst", dst,

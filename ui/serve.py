@@ -58,15 +58,16 @@ def warm_first_page() -> float:
     return time.perf_counter() - t0
 
 
-def warm_other_pages() -> float:
+def warm_other_pages() -> tuple[float, str]:
     """The other pages' first-call costs (``ui.runs.warm_pages``: pandas, pyarrow, plotly,
     the job workers' fork server, and the cached functions Simulate, Compare, Cross-mesh,
-    Sweeps and Calibration call on their first visit with their defaults); seconds taken."""
+    Sweeps and Calibration call on their first visit with their defaults); seconds taken
+    and the per-step line (``ui.runs.warm_text``)."""
     from ui import runs
 
     t0 = time.perf_counter()
-    runs.warm_pages()
-    return time.perf_counter() - t0
+    steps = runs.warm_pages()
+    return time.perf_counter() - t0, runs.warm_text(steps)
 
 
 def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
@@ -83,8 +84,9 @@ def _warm(other_after_s: float = OTHER_PAGES_AFTER_S) -> None:
     if runs.FIRST_PAGE_DRAWN.wait(other_after_s) and runs._STOP.wait(runs.warm_up_delay_s()):
         return  # the interpreter is exiting
     try:
-        secs = warm_other_pages()
-        print(f"ui.serve: the other pages' first-call costs paid in {secs:.1f} s", file=sys.stderr, flush=True)
+        secs, steps = warm_other_pages()
+        print(f"ui.serve: the other pages' first-call costs paid in {secs:.1f} s ({steps})", file=sys.stderr,
+              flush=True)
     except Exception as e:  # noqa: BLE001 - a cold first visit is only slower
         _log.warning("ui.serve: warm-up of the other pages skipped: %s: %s", type(e).__name__, e)
 
