@@ -329,8 +329,9 @@ def _synthesize(mesh: str, src: str, dst: str, planner: str, itemsize: int, kw: 
 
 def fused_plan(plan: Plan) -> Plan:
     """``plan`` with :func:`synth.collectives.fuse_runs` applied on its work mesh (where
-    sub-axes are axes): consecutive slices, gathers or all-to-alls on disjoint dims become
-    one multi-dim step when that receives no more."""
+    sub-axes are axes): consecutive slices or gathers on disjoint dims, or all-to-alls on
+    disjoint axes (their moves may share a source or a destination dim), become one
+    multi-dim step when that receives no more."""
     from synth.collectives import fuse_runs
     from synth.types import refine_name, refine_type
 
