@@ -506,8 +506,6 @@ def memory_first(cache: dict, case: Case, plan, sched: Schedule, itemsize: int, 
     from models.plan_cost import machine_cost
 
     if sched.meta.get("temp_bytes") == 0:  # nothing to beat (most TPU rows): no XLA compile for it
-        from executor import memfirst
-
         return plan, sched, memfirst.Choice(plan, "auto", 0, None, float("nan"), "", sched)
     comp = sched.meta.get("compiler")
     temps = []

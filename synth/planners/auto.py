@@ -189,7 +189,6 @@ SEED_MOVES = 2000
 SEED_CANDIDATES = 48
 #: Permute targets the seed tries first (types from which gathers and slices finish).
 SEED_PERMUTES = 16
-_LOCAL_MOVES = LOCAL_MOVE_KINDS
 
 
 def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):
@@ -212,8 +211,8 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     sp.tick = budget.tick
     T_splits = sp.info(sp.T[0])[0]
-    local_gens = [MOVES[k] for k in _LOCAL_MOVES]
-    other_gens = [g for k, g in MOVES.items() if k not in _LOCAL_MOVES]
+    local_gens = [MOVES[k] for k in LOCAL_MOVE_KINDS]
+    other_gens = [g for k, g in MOVES.items() if k not in LOCAL_MOVE_KINDS]
     gather_gens = [MOVES[k] for k in ("all_gather", "multi_all_gather", "dyn_slice")]
     # node: (state id, phase); phase 0: no collective yet, 1: one collective done
     parent = {(s0, 0): None}
