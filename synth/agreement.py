@@ -29,8 +29,15 @@ AllReduce(X)           every non-empty subset of ``U``
 ReduceScatter(i, X)    every ordered non-empty subset of ``U``, every dim
 Unreduce(X)            every non-empty subset of ``F``
 ShardedToUnreduced     every suffix of every dim
-AllPermute(t')         every type ``t'`` of the problem (one local shape)
+AllPermute(t')         every type ``t'`` of the problem its type rule accepts (one
+                       local shape), never right after another AllPermute
 =====================  ===========================================================
+
+A plan is costed as it runs: ``Plan.build`` merges two permutes in a row into one, so the
+reference never takes a permute right after a permute (its nodes are ``(type, whether the
+last step was a permute)``); one permute already reaches every type one permute can, so
+a chain would only be the merged permute costed twice. ``auto``'s permute moves are the
+same closure (:meth:`synth.planners.moves.Space.permute_classes`).
 
 The graph grows fast with the mesh: the reference is for meshes of at most
 :data:`MAX_REFERENCE_DEVICES` devices and rank <= 3, and stops with ``None`` past
@@ -166,25 +173,33 @@ def _dijkstra(start, goal, succ, zero, extend):
     """``(label, steps)`` of the best path from ``start`` to ``goal``, or ``(None, None)``:
     labels grow along a path by ``extend(label, type, step, next_type)`` (``max`` of shards
     for the least largest shard, a sum of step costs for the cheapest plan; ``inf`` drops
-    the edge), and the least label at ``goal`` wins."""
+    the edge), and the least label at ``goal`` wins. Nodes are ``(type, after a permute)``:
+    no AllPermute follows an AllPermute (see the module doc)."""
+    start = (start, False)
     best, parent = {start: zero}, {start: None}
     heap, tick, done = [(zero, 0, start)], itertools.count(1), set()
     while heap:
-        g, _, t = heapq.heappop(heap)
-        if t in done:
+        g, _, node = heapq.heappop(heap)
+        if node in done:
             continue
+        t, after_permute = node
         if t == goal:
+            t = node
             steps = []
             while parent[t] is not None:
                 t, step = parent[t]
                 steps.append(step)
             return g, steps[::-1]
-        done.add(t)
+        done.add(node)
         for t2, step in succ(t):
+            permute = isinstance(step, AllPermute)
+            if permute and after_permute:
+                continue
             g2 = extend(g, t, step, t2)
-            if g2 < best.get(t2, math.inf):
-                best[t2], parent[t2] = g2, (t, step)
-                heapq.heappush(heap, (g2, next(tick), t2))
+            n2 = (t2, permute)
+            if g2 < best.get(n2, math.inf):
+                best[n2], parent[n2] = g2, (node, step)
+                heapq.heappush(heap, (g2, next(tick), n2))
     return None, None
 
 

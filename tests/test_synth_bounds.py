@@ -37,24 +37,33 @@ def _space(mesh, src, dst, itemsize=4):
 
 def _graph(sp: Space, limit: int = 4000):
     """Every state reachable from the source over the full move set: ``edges[i]`` the
-    ``(next id, cost)`` of every move from ``i``; ``classes[i]`` the members of ``i``'s
-    permute class with each permute's cost."""
+    ``(next id, cost)`` of every move from ``i``; ``classes[i]`` one ``(entry, members)``
+    per permute class entry from ``i`` (its own class and the others of its closure), the
+    members with each permute's cost. A member of another class that moves nothing (cost
+    0: below the entry's key, a permute of the shard) must be a single move of its own."""
     s0 = sp.intern(sp.S0)
     edges, classes, todo, seen = {}, {}, [s0], {s0}
     while todo:
         i = todo.pop()
         out, members = [], []
-        for steps, j, _sh, c, _live in sp.successors(i, True):
+        succ = sp.successors(i, True)
+        single = {j for steps, j, *_ in succ if steps[0][0] != "permute_class"}
+        for steps, j, _sh, c, _live in succ:
             if steps[0][0] == "permute_class":
-                dims, U = sp.states[i]
-                for d2 in sp.class_members(sp.info(dims)[0], U):
-                    if d2 == dims:
-                        continue
+                splits, U = sp.entry_class(sp.states[i], steps[0])
+                mine = []
+                for d2 in sp.class_members(splits, U):
                     s2 = (d2, U)
+                    if s2 == sp.states[i]:
+                        continue
                     k = sp.intern(s2)
                     pc = sp.step_cost(("all_permute", s2), sp.states[i], s2)
-                    members.append((k, pc))
+                    if pc[0] == 0.0:
+                        assert k in single, f"{sp.states[i]} -> {s2} moves nothing, no single move"
+                    else:
+                        mine.append((k, pc))
                     out.append((k, pc))
+                members.append((steps[0], mine))
                 continue
             out.append((j, c if c is not None else (0.0, 0, 0)))  # slices: free (local)
         edges[i], classes[i] = out, members
@@ -127,9 +136,9 @@ def _check_bounds(mesh, src, dst):
         for k in range(3):
             assert h[k] <= rest[k][i] * (1 + _EPS) + _EPS, (
                 f"h{state} = {h} exceeds the exact rest {[r[i] for r in rest]} ({mesh} {src} -> {dst})")
-        if classes[i]:
-            key = tuple(a + b for a, b in zip(sp.permute_floor(state), sp.h_class(state)))
-            for j, pc in classes[i]:
+        for entry, members in classes[i]:
+            key = tuple(a + b for a, b in zip(*sp.class_key(state, entry)))
+            for j, pc in members:
                 if j not in rest[0]:
                     continue
                 for k in range(3):

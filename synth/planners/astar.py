@@ -30,6 +30,10 @@ from synth.planners.moves import Space
 
 _ZERO = (0.0, 0, 0)
 
+#: ``run`` of a node reached by a permute move: no permute move follows (see :func:`astar`).
+AFTER_PERMUTE = -1
+_PERMUTE_MOVES = ("all_permute", "permute_class")
+
 
 class OutOfWork(Exception):
     """The work budget (moves examined) ran out."""
@@ -105,11 +109,17 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     ``(Found or None, exhausted)``; raises :class:`OutOfWork` / :class:`OutOfTime`.
 
     Nodes are ``(state id, run)``: ``run`` is the shard (elements) at the start of the run
-    of slices in progress (0: none), when local ops cost something. In the full pass, the
-    permutes from a state to every type of its splits are one heap entry (a *class*
+    of slices in progress (0: none), when local ops cost something, or :data:`AFTER_PERMUTE`
+    where the last move was a permute in the full pass: no permute move follows one there
+    (``Plan.build`` merges two in a row into one permute, so the search would cost a chain
+    that never runs; the full pass's permute moves reach the whole permute closure in one
+    move instead, see :func:`synth.planners.moves._permute_moves`), so every path of the
+    pass that proves "optimal" is costed as it runs. In
+    the full pass, the permutes from a state to every type of one class (its own splits
+    and pending sums, or another class one permute reaches) are one heap entry (a *class*
     entry) until it is popped: its key is the cheapest such permute with no bound on the
-    rest (admissible), so most classes are never enumerated once an upper bound prunes
-    them."""
+    rest (admissible, :meth:`Space.class_key`), so most classes are never enumerated once
+    an upper bound prunes them."""
     s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     runs = not sp.local_free  # a run of slices is one local op, costed when it ends
     fewest = objective == "fewest"
@@ -185,38 +195,40 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         if upper is not None and f >= upper:
             break
         if node[0] == "class":  # enumerate the permutes of a class entry now
-            _, origin, g0 = node
+            _, origin, g0, entry = node
             if g0 != best_g.get(origin):
                 continue
             i, run = origin
             sh = shards[i]
             if live_cap is not None and 2 * sh > live_cap:
                 continue
-            g1 = _add(g0, sp.local_run_cost(run, sh)) if run else g0
+            g1 = _add(g0, sp.local_run_cost(run, sh)) if run > 0 else g0
             state = sp.states[i]
-            dims, U = state
-            members = _members(sp, tick, sp.info(dims)[0], U)
-            same = None  # the default model: one permute cost for every member (shard bytes)
+            splits, U = sp.entry_class(state, entry)
+            members = _members(sp, tick, splits, U)
+            # the default model, the splits kept: one permute cost for every member (the
+            # shard's bytes); other splits: each member's own (it may move nothing)
+            same = None
+            keep = sp.fast and splits == sp.infos[i][0]
             intern, ids = sp.intern, sp._ids
             for d2 in members:
-                if d2 == dims:
-                    continue
                 s2 = (d2, U)
+                if s2 == state:
+                    continue
                 step = ("all_permute", s2)
                 if same is None:
-                    c = sp.step_cost(step, state, s2)
-                    if sp.fast:
-                        same = _add(g1, c)
-                    g2 = same if same is not None else _add(g1, c)
+                    g2 = _add(g1, sp.step_cost(step, state, s2))
+                    if keep:
+                        same = g2
                 else:
                     g2 = same
                 k = ids.get(s2)
-                relax(origin, g2, (intern(s2) if k is None else k, 0), (step,), 2 * sh)
+                relax(origin, g2, (intern(s2) if k is None else k, AFTER_PERMUTE), (step,), 2 * sh)
             continue
         if g != best_g.get(node):
             continue  # stale: reached more cheaply since
         i, run = node
-        if i == t and run == 0:
+        if i == t and run <= 0:
             return Found(_path(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
         sh = shards[i]
@@ -228,24 +240,27 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         else:
             succ = sp.successors(i, full)
         tick(len(succ))
+        after_permute = run < 0  # (the full pass only: see AFTER_PERMUTE)
         for steps, j, sh2, c, live in succ:
+            if after_permute and steps[0][0] in _PERMUTE_MOVES:
+                continue  # a permute right after a permute: the closure reached it in one
             if c is None:
                 if steps[0][0] == "permute_class":
-                    c = sp.permute_floor(sp.states[i])
+                    # c: no member costs less; hc: a bound over every member's rest
+                    c, hc = sp.class_key(sp.states[i], steps[0])
                     g2 = _add(g, c)
-                    hc = sp.h_class(sp.states[i])  # a bound over every member's rest
                     if upper is not None and key(g2, hc) >= upper:
                         continue
                     if time_limit is not None and g2[0] + hc[0] > time_limit:
                         continue
-                    push(heap, (key(g2, hc), hc[0], next(counter), g2, ("class", node, g)))
+                    push(heap, (key(g2, hc), hc[0], next(counter), g2, ("class", node, g, steps[0])))
                     continue
                 if sh2 > cap:
                     continue
                 if live_cap is not None and live > live_cap:
                     continue
                 if runs:
-                    run2 = run or sh
+                    run2 = run if run > 0 else sh
                     if j == t:
                         relax(node, _add(g, sp.local_run_cost(run2, sh2)), (j, 0), steps, live)
                     else:
@@ -258,9 +273,9 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             if live_cap is not None and live > live_cap:
                 continue
             g2 = (g[0] + c[0], g[1] + c[1], g[2] + c[2])
-            if run:
+            if run > 0:
                 g2 = _add(g2, sp.local_run_cost(run, sh))
-            relax(node, g2, (j, 0), steps, live)
+            relax(node, g2, (j, AFTER_PERMUTE if full and steps[-1][0] == "all_permute" else 0), steps, live)
     return None, True
 
 
@@ -307,8 +322,8 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
         budget.tick(len(succ))
         for steps, j, sh2, _c, _live in succ:
             if steps[0][0] == "permute_class":  # same shard: every member at bottleneck b
-                dims, U = sp.states[i]
-                members = _members(sp, budget.tick, sp.info(dims)[0], U)
+                splits, U = sp.entry_class(sp.states[i], steps[0])
+                members = _members(sp, budget.tick, splits, U)
                 for d2 in members:
                     k = sp.intern((d2, U))
                     if k not in done and best.get(k, b + 1) > b:

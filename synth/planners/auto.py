@@ -43,7 +43,7 @@ from synth.planners.cost import (
     lower_bound_s,
     schedule_cost,
 )
-from synth.planners.moves import LOCAL_MOVE_KINDS, MOVES, Space, work_mesh
+from synth.planners.moves import LOCAL_MOVE_KINDS, MAX_PERMUTE_CLASSES, MOVES, Space, work_mesh
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
 
@@ -577,16 +577,12 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         optimal = False  # the search's step costs and the schedule's disagree: claim nothing
         notes.append(f"auto: the schedule costs {_fmt_t(t_s)} where the search counted "
                      f"{_fmt_t(st.found.cost[0])}; not claimed optimal")
-    uneven_or_pending = not (src.is_even(mesh) and dst.is_even(mesh)) or src.unreduced or dst.unreduced
-    if optimal and uneven_or_pending and t_s > lb_s * (1 + 1e-9):
-        # The known limit of "optimal" (docs/synth.md, "Known limit"): the search costs each
-        # permute of a chain, Plan.build merges them; on uneven dims (or with pending sums) a
-        # relabel can take several permutes, so a plan whose chain merges may cost less than
-        # this optimum (bench case 974: 15 us "optimal", a 10 us plan exists). A plan at the
-        # every-plan lower bound is optimal whatever the chains cost: no note then.
-        notes.append("auto: 'optimal' here counts each permute of a chain separately; with an "
-                     "uneven dim or a pending sum a plan whose permutes merge into one can cost less "
-                     "(docs/synth.md, 'Known limit')")
+    if optimal and t_s > lb_s * (1 + 1e-9) and any(x is not None and x.closure_capped for x in (sp1, sp2)):
+        # a permute reaches its whole closure in one move (synth.planners.moves.
+        # Space.permute_classes) unless the closure was capped: then say so
+        notes.append("auto: 'optimal' is over the capped move set: a permute's closure was cut at "
+                     f"{MAX_PERMUTE_CLASSES} classes (synth.planners.moves.MAX_PERMUTE_CLASSES) on "
+                     "some state; a permute to a class past the cap was not searched")
     if cut == "work" and st.found is not None:
         notes.append(f"auto: the work budget of {limit} moves ran out"
                      + (" while breaking ties (the plan is optimal; ties by peak memory were not all "

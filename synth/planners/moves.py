@@ -153,6 +153,10 @@ class Space:
         self._cost: dict = {}
         self._class: dict = {}
         self._goal_adj: dict = {}
+        self._pclass: dict = {}  # (splits, U) -> the other classes one permute reaches
+        #: set when :meth:`permute_classes` dropped classes past MAX_PERMUTE_CLASSES: the
+        #: search's claims are then over the capped move set
+        self.closure_capped = False
         self._h: dict = {}
         self._ov: dict = {}
         self._succ: dict = {}
@@ -258,8 +262,8 @@ class Space:
         pairs depend on both types)."""
         if self.fast:  # plain arithmetic: cheaper than a memo lookup
             return self._alpha_beta(step, a, b)
-        if step[0] == "all_permute":
-            key = (a[0], b[0], a[1])
+        if step[0] == "all_permute":  # the pairs depend on both types, pending sums included
+            key = (a[0], b[0], a[1], b[1])
         else:
             key = (step, self.info(a[0])[1], self.info(b[0])[1])
         c = self._cost.get(key)
@@ -731,6 +735,100 @@ class Space:
         self._goal_adj[key] = out
         return out
 
+    def permute_classes(self, splits, U):
+        """The permute closure of a class: every class ``(splits', U')`` other than
+        ``(splits, U)`` whose types one AllPermute reaches from a type of ``(splits, U)``
+        under its type rule (:class:`synth.collectives.AllPermute`): the same local shape
+        and the same pending sums (uneven problems, :attr:`relabel`: each dim split any
+        number of ways ``k'`` with ``ceil(N / k') = ceil(N / k)``), or the same splits and
+        pending sums over other factors of the same group size. Every type a chain of the
+        permute moves reaches (relabels, goal-adjacent targets of other splits, pending
+        swaps, a class's members) is in it, unless the chain changes both the splits and the
+        pending sums, which no one permute does (``Plan.build`` could not merge it).
+
+        Bounded: at most :data:`MAX_PERMUTE_CLASSES` classes (the first in the order built:
+        splits ascending dim by dim, then pending sets), from at most
+        :data:`MAX_PERMUTE_CLASS_CANDIDATES` candidates; past either the rest are dropped and
+        :attr:`closure_capped` is set (``auto`` then says "over the capped move set").
+
+        Example (bench case 974, whole axes ``x=2,y=3,z=4,w=2``): ``[6, 5{y,z}, 7{x}]``
+        (splits ``(1, 12, 2)``, local shape ``6x1x4``) reaches the target's class ``(1, 8,
+        2)`` (``ceil(5 / 8) = ceil(5 / 12) = 1``) in one permute."""
+        key = (splits, U)
+        got = self._pclass.get(key)
+        if got is not None:
+            return got
+        out, tried, capped = [], 0, False
+        if self.relabel:
+            prods = self.split_products(U)
+            opts = []
+            for n, k in zip(self.shape, splits):
+                loc = -(-n // k)
+                opts.append([p for p in prods if -(-n // p) == loc])
+            for combo in itertools.product(*opts):
+                tried += 1
+                if tried > MAX_PERMUTE_CLASS_CANDIDATES or len(out) >= MAX_PERMUTE_CLASSES:
+                    capped = True
+                    break
+                if combo != splits and self.splits_fit(combo, U):
+                    out.append((combo, U))
+        if U and not capped:
+            want = math.prod(self.sz[a] for a in U)
+            for U2 in _subsets_with_product(tuple(range(len(self.sz))), self.sz, want):
+                U2 = tuple(sorted(U2))
+                if U2 == U or not self.splits_fit(splits, U2):
+                    continue
+                if len(out) >= MAX_PERMUTE_CLASSES:
+                    capped = True
+                    break
+                out.append((splits, U2))
+        if capped:
+            self.closure_capped = True
+        got = self._pclass[key] = tuple(out)
+        return got
+
+    def splits_fit(self, splits, U) -> bool:
+        """Whether some type splits its dims ``splits`` ways over distinct factors not in
+        ``U`` (the class is not empty; memoised)."""
+        key = ("fit", splits, U)
+        v = self._pclass.get(key)
+        if v is None:
+            sz = self.sz
+            free0 = tuple(k for k in range(len(sz)) if k not in U)
+            order = sorted(range(len(splits)), key=lambda d: -splits[d])
+
+            def rec(d, free):
+                if d == len(order):
+                    return True
+                want = splits[order[d]]
+                if want == 1:
+                    return rec(d + 1, free)
+                for combo in _subsets_with_product(free, sz, want):
+                    if rec(d + 1, tuple(a for a in free if a not in combo)):
+                        return True
+                return False
+
+            v = self._pclass[key] = rec(0, free0)
+        return v
+
+    def entry_class(self, state, step):
+        """The class ``(splits, U)`` of a class entry ``step`` from ``state``."""
+        return step[1] if len(step) > 1 else (self.info(state[0])[0], state[1])
+
+    def class_key(self, state, step):
+        """``(floor, bound)`` of a class entry: no member that moves data costs less than
+        ``floor`` from ``state`` (one permute of the shard: :meth:`permute_floor`; the
+        members of other splits that move nothing are single moves of their own,
+        :func:`_free_relabel_moves`), and no member's rest less than ``bound``
+        (:meth:`h_class` over the entry's class)."""
+        floor = self.permute_floor(state)
+        if len(step) == 1:
+            return floor, self.h_class(state)
+        m = self.deficit_bytes(self.shard(state))
+        if m <= 0 and self.class_may_finish_locally(*step[1]):
+            return floor, _ZERO3
+        return floor, (max(self.floor, self.bytes_lb(m)), m, 1)
+
     def moves(self, state, full):
         """Every move from ``state``: ``(steps, next state)`` (see :data:`MOVES`)."""
         self._cur = (state[0], self.info(state[0]))
@@ -806,11 +904,12 @@ class Space:
                 if kind in LOCAL_MOVE_KINDS:
                     gens.append(gen)
                 elif kind == "all_permute" and self.relabel:
-                    gens.append(lambda sp, st, f: _relabel_moves(sp, st))
-                    if full:
-                        gens.append(lambda sp, st, f: _other_split_moves(sp, st))
+                    gens.append(_other_split_permutes)
             for gen in gens:
                 for steps, s2 in gen(self, state, full):
+                    if steps[0][0] == "permute_class":
+                        v.append((steps, i, ia[2], None, 2 * ia[2]))
+                        continue
                     j = self._ids.get(s2)
                     if j is None:
                         j = self._new_id(s2)
@@ -1171,27 +1270,129 @@ def _a2a_moves(sp: Space, state, full):
 
 
 def _permute_moves(sp: Space, state, full):
-    """AllPermute to any type with the same splits per dim and the same pending sums
-    (``full``), or, in the directed pass, to the target and to the types from which the
-    target is reached by gathers and slices."""
+    """AllPermute. The full pass (the one that proves "optimal"): one move to any type one
+    permute reaches from ``state`` (the permute closure, :meth:`Space.permute_classes`),
+    costed as that one permute from ``state``; the engine makes no permute move right
+    after a permute there (``Plan.build`` would merge the two into one), so no plan is
+    costed as a chain. The closure is listed as one *class entry* per class (the types of
+    the same splits and pending sums, ``(("permute_class",),)``, and every other class
+    one permute reaches, ``(("permute_class", (splits, U)),)``), whose members the engine
+    enumerates when it pops the entry, each costed from ``state``; the permutes to other
+    splits that move nothing (:func:`_free_relabel_moves`, the class entries' key being a
+    permute of the shard) and those found cheaply (:func:`_relabel_moves`,
+    :func:`_other_split_moves`, :func:`_pending_swap_moves`) are single moves as well.
+
+    The directed pass (a first plan, an upper bound; it claims nothing): the target, the
+    types from which the target is reached by gathers and slices
+    (:meth:`Space.goal_adjacent`), and the relabels and pending swaps, permutes in a row
+    allowed (a plan it returns is costed as ``Plan.build`` merges it).
+
+    Example (bench case 974), ``x=2,y=3,z=4,w=2``: from ``[6, 5{y,z}, 7{w}]`` (after the
+    gather of dim 0) the target ``[6, 5{z,w}, 7{x}]`` has other splits of the same local
+    shape: one permute of 96 B in the target's class entry, where the chain a relabel then
+    a reordering permute was counted twice."""
     dims, U = state
     splits = sp.info(dims)[0]
     if sp.relabel:
         yield from _relabel_moves(sp, state)
         if full:
+            yield from _free_relabel_moves(sp, state)
             yield from _other_split_moves(sp, state)
     if U:
         yield from _pending_swap_moves(sp, state)
-    if full:  # one class entry; the engine enumerates the members when it pops it
+    if full:  # one entry per class; the engine enumerates the members when it pops one
         yield (("permute_class",),), state
+        for cls in sp.permute_classes(splits, U):
+            yield (("permute_class", cls),), state
         return
-    else:
-        targets = sp.goal_adjacent(splits, U)
-        if U == sp.T[1] and splits == sp.info(sp.T[0])[0] and sp.T[0] not in targets:
-            targets = [sp.T[0]] + list(targets)
+    targets = sp.goal_adjacent(splits, U)
+    if U == sp.T[1] and splits == sp.info(sp.T[0])[0] and sp.T[0] not in targets:
+        targets = [sp.T[0]] + list(targets)
     for d2 in targets:
         if d2 != dims:
             yield (("all_permute", (d2, U)),), (d2, U)
+
+
+def _other_split_permutes(sp: Space, state, full):
+    """The single moves of :func:`_permute_moves` to other splits, in its order (the
+    permutes :meth:`Space.local_successors` keeps: each may move nothing)."""
+    splits = sp.info(state[0])[0]
+    for steps, s2 in _permute_moves(sp, state, full):
+        if steps[0][0] == "all_permute" and sp.info(s2[0])[0] != splits:
+            yield steps, s2
+
+
+#: Permutes of :func:`_free_relabel_moves` from one state, at most; past it the rest are
+#: dropped and :attr:`Space.closure_capped` is set.
+MAX_FREE_RELABELS = 64
+
+
+def _free_relabel_moves(sp: Space, state):
+    """AllPermute to every type of other splits that moves nothing (each device already
+    holds its new block, or its new block is empty): the members of the other classes of
+    :meth:`Space.permute_classes` that cost nothing, as single moves (the class entries'
+    key is a permute of the shard, the least any other member costs).
+
+    Such a type keeps each dim's *core*, the shortest minor-most suffix of its axes whose
+    blocks cover the dim (``ceil(N / L)`` real blocks of local size ``L`` at most its
+    product), and puts *dead* factors before it: a device whose coordinate on a dead
+    factor is not 0 has a block past the dim's end. Every factor before a core in the
+    source must stay dead (anywhere, in any order); unused, not pending factors may join
+    them; each dim keeps its local size. Example, ``x=y=z=2,w=16`` (work mesh factors of
+    ``w`` 2 each): ``[16{y,w:(4)2,z,w:(1)2}, 8]`` (core: all four, 16 blocks of one
+    element) reaches ``[16{x,y,w:(4)2,z,w:(1)2}, 8]`` and the other 15 orders of dead
+    ``x, w:(2)2, w:(8)2`` on dim 0; ``[6{x,y}]`` on ``x=y=4`` (local size 1, but 6 blocks
+    need both) is its own core; ``[3{x}]`` on ``x=2,y=2`` (blocks of 2: core ``x``) reaches
+    ``[3{y,x}]``. At most :data:`MAX_FREE_RELABELS` a state (in a fixed order)."""
+    dims, U = state
+    splits, loc, _, used = sp.info(dims)
+    sz, shape, rank = sp.sz, sp.shape, sp.rank
+    cores, dead = [], []
+    for i, ax in enumerate(dims):
+        r = -(-shape[i] // loc[i])  # real blocks
+        k, p = len(ax), 1
+        while p < r:
+            k -= 1
+            p *= sz[ax[k]]
+        cores.append(ax[k:])
+        dead += ax[:k]
+    free = [a for a in range(len(sz)) if not (used >> a) & 1 and a not in U]
+    if not dead and not free:
+        return
+    core_p = [math.prod(sz[a] for a in c) for c in cores]
+    axes = dead + free
+    must = len(dead)
+    count = 0
+    out_of = [False]
+
+    def place(k, pre, prods):
+        nonlocal count
+        if k == len(axes):
+            if all(-(-n // (q * c)) == L for n, q, c, L in zip(shape, prods, core_p, loc)):
+                d2 = tuple(tuple(pr) + c for pr, c in zip(pre, cores))
+                if d2 != dims and tuple(q * c for q, c in zip(prods, core_p)) != splits:
+                    yield (("all_permute", (d2, U)),), (d2, U)
+                    count += 1
+            return
+        a = axes[k]
+        if k >= must:  # a free factor may stay unused
+            yield from place(k + 1, pre, prods)
+        for i in range(rank):
+            if -(-shape[i] // (prods[i] * sz[a] * core_p[i])) != loc[i]:
+                continue  # the local size must stay: a dead factor on a dim that keeps it
+            for pos in range(len(pre[i]) + 1):
+                if count >= MAX_FREE_RELABELS:
+                    out_of[0] = True
+                    return
+                pre[i].insert(pos, a)
+                prods[i] *= sz[a]
+                yield from place(k + 1, pre, prods)
+                prods[i] //= sz[a]
+                pre[i].pop(pos)
+
+    yield from place(0, [[] for _ in range(rank)], [1] * rank)
+    if out_of[0]:
+        sp.closure_capped = True
 
 
 def _relabel_moves(sp: Space, state):
@@ -1221,6 +1422,13 @@ def _relabel_moves(sp: Space, state):
             if -(-n // (splits[i] // sp.sz[a])) == loc[i]:
                 d2 = dims[:i] + (ax[:m] + ax[m + 1:],) + dims[i + 1:]
                 yield (("all_permute", (d2, U)),), (d2, U)
+
+
+#: Classes one permute reaches from a class (:meth:`Space.permute_classes`), at most, and
+#: candidate split vectors examined to find them: a bound on the class entries a state
+#: adds; past it :attr:`Space.closure_capped` is set and the claims say so.
+MAX_PERMUTE_CLASSES = 64
+MAX_PERMUTE_CLASS_CANDIDATES = 4096
 
 
 #: Permutes of :func:`_other_split_moves` tried from one state, at most (the first in dim
