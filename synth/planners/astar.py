@@ -158,6 +158,24 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         if limit_s is not None:
             limit_s = limit_s * (1 + 1e-9) + 1e-18
 
+    # Under the default model every member of a class that a permute moves data to costs
+    # the same from any state of its local shape (a permute of the shard; the members that
+    # move nothing are single moves): a class enumerated once at ``g`` relaxes nothing new
+    # from a state reached at ``g`` or more, so it is not enumerated again there (its
+    # members are not ticked again). Example: on the relabel case ``[10{w,z,x}] ->
+    # [10{y,z,v}]`` every state of local shape ``1`` reaches the same classes.
+    class_done = {} if sp.fast and not runs else None
+
+    def dominated(j, g2):
+        # a state reached by a permute (no permute may follow) at no less than it was
+        # reached otherwise (any move may follow) adds nothing: (j, 0) has every move
+        old = best_get((j, 0))
+        if old is None:
+            return False
+        if fewest:
+            return (old[2], old[1], old[0]) <= (g2[2], g2[1], g2[0])
+        return old <= g2
+
     def relax(node, g2, node2, steps, live):
         if g2[0] == inf:
             return
@@ -204,7 +222,13 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                 continue
             g1 = _add(g0, sp.local_run_cost(run, sh)) if run > 0 else g0
             state = sp.states[i]
-            splits, U = sp.entry_class(state, entry)
+            cls = sp.entry_class(state, entry)
+            if class_done is not None:
+                done_at = class_done.get(cls)
+                if done_at is not None and done_at <= g1:
+                    continue  # enumerated from a state reached as cheaply (see class_done)
+                class_done[cls] = g1
+            splits, U = cls
             members = _members(sp, tick, splits, U)
             # the default model, the splits kept: one permute cost for every member (the
             # shard's bytes); other splits: each member's own (it may move nothing)
@@ -223,11 +247,17 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                 else:
                     g2 = same
                 k = ids.get(s2)
-                relax(origin, g2, (intern(s2) if k is None else k, AFTER_PERMUTE), (step,), 2 * sh)
+                if k is None:
+                    k = intern(s2)
+                elif dominated(k, g2):
+                    continue
+                relax(origin, g2, (k, AFTER_PERMUTE), (step,), 2 * sh)
             continue
         if g != best_g.get(node):
             continue  # stale: reached more cheaply since
         i, run = node
+        if run < 0 and dominated(i, g):
+            continue  # reached as cheaply since by a move a permute may follow
         if i == t and run <= 0:
             return Found(_path(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
@@ -239,11 +269,17 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             succ = sp.local_successors(i, full)
         else:
             succ = sp.successors(i, full)
+        # the full pass: after a permute, no permute (the closure reached it in one); a state
+        # already reached by a permute as cheaply has relaxed its other moves: permutes only
+        only_perm = False
+        if full and run == 0:
+            pb = best_get((i, AFTER_PERMUTE))
+            if pb is not None:
+                only_perm = (pb[2], pb[1], pb[0]) <= (g[2], g[1], g[0]) if fewest else pb <= g
+        if run < 0 or only_perm:
+            succ = [e for e in succ if (e[0][0][0] in _PERMUTE_MOVES) is only_perm]
         tick(len(succ))
-        after_permute = run < 0  # (the full pass only: see AFTER_PERMUTE)
         for steps, j, sh2, c, live in succ:
-            if after_permute and steps[0][0] in _PERMUTE_MOVES:
-                continue  # a permute right after a permute: the closure reached it in one
             if c is None:
                 if steps[0][0] == "permute_class":
                     # c: no member costs less; hc: a bound over every member's rest
@@ -275,7 +311,11 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             g2 = (g[0] + c[0], g[1] + c[1], g[2] + c[2])
             if run > 0:
                 g2 = _add(g2, sp.local_run_cost(run, sh))
-            relax(node, g2, (j, AFTER_PERMUTE if full and steps[-1][0] == "all_permute" else 0), steps, live)
+            if full and steps[-1][0] == "all_permute":
+                if not dominated(j, g2):
+                    relax(node, g2, (j, AFTER_PERMUTE), steps, live)
+            else:
+                relax(node, g2, (j, 0), steps, live)
     return None, True
 
 

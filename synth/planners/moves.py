@@ -747,7 +747,7 @@ class Space:
         pending sums, which no one permute does (``Plan.build`` could not merge it).
 
         Bounded: at most :data:`MAX_PERMUTE_CLASSES` classes (the first in the order built:
-        splits ascending dim by dim, then pending sets), from at most
+        dim by dim the target's split first, then ascending; then pending sets), from at most
         :data:`MAX_PERMUTE_CLASS_CANDIDATES` candidates; past either the rest are dropped and
         :attr:`closure_capped` is set (``auto`` then says "over the capped move set").
 
@@ -761,10 +761,13 @@ class Space:
         out, tried, capped = [], 0, False
         if self.relabel:
             prods = self.split_products(U)
+            t_splits = self.info(self.T[0])[0]
             opts = []
-            for n, k in zip(self.shape, splits):
+            for n, k, tk in zip(self.shape, splits, t_splits):
                 loc = -(-n // k)
-                opts.append([p for p in prods if -(-n // p) == loc])
+                # the target's split first, then ascending: the classes nearest the target
+                # come first (the ones kept if the cap fires)
+                opts.append(sorted((p for p in prods if -(-n // p) == loc), key=lambda p, tk=tk: (p != tk, p)))
             for combo in itertools.product(*opts):
                 tried += 1
                 if tried > MAX_PERMUTE_CLASS_CANDIDATES or len(out) >= MAX_PERMUTE_CLASSES:
@@ -1427,7 +1430,7 @@ def _relabel_moves(sp: Space, state):
 #: Classes one permute reaches from a class (:meth:`Space.permute_classes`), at most, and
 #: candidate split vectors examined to find them: a bound on the class entries a state
 #: adds; past it :attr:`Space.closure_capped` is set and the claims say so.
-MAX_PERMUTE_CLASSES = 64
+MAX_PERMUTE_CLASSES = 32
 MAX_PERMUTE_CLASS_CANDIDATES = 4096
 
 
