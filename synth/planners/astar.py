@@ -230,10 +230,12 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                 class_done[cls] = g1
             splits, U = cls
             members = _members(sp, tick, splits, U)
-            # the default model, the splits kept: one permute cost for every member (the
-            # shard's bytes); other splits: each member's own (it may move nothing)
-            same = None
-            keep = sp.fast and splits == sp.infos[i][0]
+            # the default model: one permute cost for every member (the shard's bytes; a
+            # member of other splits that moves nothing is also a single move of its own,
+            # at its cost, synth.planners.moves._free_relabel_moves); another model: each
+            # member's own
+            same = _add(g1, sp.permute_floor(state)) if sp.fast else None
+            keep = False
             intern, ids = sp.intern, sp._ids
             for d2 in members:
                 s2 = (d2, U)

@@ -1325,9 +1325,11 @@ def _other_split_permutes(sp: Space, state, full):
             yield steps, s2
 
 
-#: Permutes of :func:`_free_relabel_moves` from one state, at most; past it the rest are
-#: dropped and :attr:`Space.closure_capped` is set.
-MAX_FREE_RELABELS = 64
+#: Permutes of :func:`_free_relabel_moves` from one state, at most, and placements it
+#: tries to find them; past either the rest are dropped and :attr:`Space.closure_capped`
+#: is set.
+MAX_FREE_RELABELS = 16
+MAX_FREE_RELABEL_NODES = 128
 
 
 def _free_relabel_moves(sp: Space, state):
@@ -1346,7 +1348,16 @@ def _free_relabel_moves(sp: Space, state):
     element) reaches ``[16{x,y,w:(4)2,z,w:(1)2}, 8]`` and the other 15 orders of dead
     ``x, w:(2)2, w:(8)2`` on dim 0; ``[6{x,y}]`` on ``x=y=4`` (local size 1, but 6 blocks
     need both) is its own core; ``[3{x}]`` on ``x=2,y=2`` (blocks of 2: core ``x``) reaches
-    ``[3{y,x}]``. At most :data:`MAX_FREE_RELABELS` a state (in a fixed order)."""
+    ``[3{y,x}]``. At most :data:`MAX_FREE_RELABELS` a state, from at most
+    :data:`MAX_FREE_RELABEL_NODES` placements tried (in a fixed order); memoised per state."""
+    got = sp._pclass.get(("free", state))
+    if got is None:
+        got = sp._pclass[("free", state)] = list(_free_relabels(sp, state))
+    return iter(got)
+
+
+def _free_relabels(sp: Space, state):
+    """The moves of :func:`_free_relabel_moves`, generated."""
     dims, U = state
     splits, loc, _, used = sp.info(dims)
     sz, shape, rank = sp.sz, sp.shape, sp.rank
@@ -1368,12 +1379,23 @@ def _free_relabel_moves(sp: Space, state):
     count = 0
     out_of = [False]
 
+    nodes = 0
+    still = sp._cost
+
     def place(k, pre, prods):
-        nonlocal count
+        nonlocal count, nodes
+        nodes += 1
+        if count >= MAX_FREE_RELABELS or nodes > MAX_FREE_RELABEL_NODES:
+            out_of[0] = True
+            return
         if k == len(axes):
             if all(-(-n // (q * c)) == L for n, q, c, L in zip(shape, prods, core_p, loc)):
                 d2 = tuple(tuple(pr) + c for pr, c in zip(pre, cores))
                 if d2 != dims and tuple(q * c for q, c in zip(prods, core_p)) != splits:
+                    # moves nothing (Space.moves_nothing, known here): a device with a dead
+                    # coordinate not 0 has an empty block; the others keep theirs (cores kept,
+                    # the source's dead coordinates 0). test_synth_chain checks it
+                    still[("still", dims, d2)] = True
                     yield (("all_permute", (d2, U)),), (d2, U)
                     count += 1
             return
@@ -1384,8 +1406,7 @@ def _free_relabel_moves(sp: Space, state):
             if -(-shape[i] // (prods[i] * sz[a] * core_p[i])) != loc[i]:
                 continue  # the local size must stay: a dead factor on a dim that keeps it
             for pos in range(len(pre[i]) + 1):
-                if count >= MAX_FREE_RELABELS:
-                    out_of[0] = True
+                if out_of[0]:
                     return
                 pre[i].insert(pos, a)
                 prods[i] *= sz[a]
