@@ -113,7 +113,7 @@ def test_the_permutes_that_move_nothing_are_exactly_the_free_relabels(mesh, src,
     from synth.planners.moves import _free_relabel_moves
 
     sp, _ = _space(mesh, src, dst)
-    frontier, seen, free_checked, members_checked = [sp.intern(sp.S0)], set(), 0, 0
+    frontier, seen, free_checked, members_checked, missed = [sp.intern(sp.S0)], set(), 0, 0, 0
     while frontier and len(seen) < 25:
         i = frontier.pop(0)
         if i in seen:
@@ -126,12 +126,17 @@ def test_the_permutes_that_move_nothing_are_exactly_the_free_relabels(mesh, src,
             assert sp.moves_nothing(state[0], s2[0]), (state, s2)
             free.add(s2)
             free_checked += 1
+        capped = sp.closure_capped  # the free relabels were cut short: "capped move set"
         for cls in sp.permute_classes(splits, state[1]):
             if cls[0] == splits:
                 continue
             for d2 in sp.class_members(*cls)[:400]:
                 if sp.moves_nothing(state[0], d2):
-                    assert (d2, cls[1]) in free, (state, d2)
+                    assert capped or (d2, cls[1]) in free, (state, d2)
+                    if capped and (d2, cls[1]) not in free:
+                        missed += 1
                 members_checked += 1
         frontier += [j for _st, j, *_ in sp.successors(i, True)][:40]
     assert free_checked and members_checked
+    # where the cap cut the free relabels, the search says so (auto's "capped move set" note)
+    assert sp.closure_capped or not missed
