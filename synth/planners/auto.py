@@ -43,6 +43,7 @@ from synth.planners.cost import (
     lower_bound_s,
     schedule_cost,
 )
+from synth.planners.gcpause import gc_paused
 from synth.planners.moves import LOCAL_MOVE_KINDS, MOVES, Space, work_mesh
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
@@ -435,6 +436,7 @@ def check_move_set(value) -> str:
     return value
 
 
+@gc_paused()  # the search's spaces die inside: the collector never walks them
 def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, cost=None,
               budget_s: float | None = None, budget_moves: int | None = None,
               move_set: str = "full") -> Plan:
