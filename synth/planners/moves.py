@@ -516,22 +516,23 @@ class Space:
             v = self._h[state] = self._h_of(state, self.local_reach(state))
         return v
 
-    def _h_of(self, state, local):
-        """:meth:`h` of ``state`` given its :meth:`local_reach` ``local`` (not memoised)."""
+    def _h_of(self, state, local, inf=None):
+        """:meth:`h` of ``state`` given its :meth:`local_reach` ``local`` (and its info
+        ``inf``, where the caller has it); not memoised."""
         if local:
             v = (0.0, 0, 0)
         else:
             dims, U = state
             m = 0
             if not U and not self.T[1] and self._even_T and all(
-                    n % k == 0 for n, k in zip(self.shape, self.info(dims)[0])):
+                    n % k == 0 for n, k in zip(self.shape, (inf or self.info(dims))[0])):
                 if self._exact:
                     # the neediest device: its target block less what it holds of it
-                    prod = None
-                    for i in range(self.rank):
-                        o = self._overlap_dev(i, dims[i])
-                        prod = o if prod is None else prod * o
-                    m = int(self.info(self.T[0])[2] - prod.min()) * self.itemsize
+                    ov = self._overlap_dev
+                    prod = ov(0, dims[0])
+                    for i in range(1, self.rank):
+                        prod = prod * ov(i, dims[i])
+                    m = int(self._t_shard - prod.min()) * self.itemsize
                 else:
                     p = 1
                     for i in range(self.rank):
@@ -795,7 +796,7 @@ class Space:
         """:meth:`h` of state id ``i``, memoised by id (its :meth:`local_reach` too)."""
         v = self._hv[i]
         if v is None:
-            v = self._hv[i] = self._h_of(self.states[i], self.local_reach_id(i))
+            v = self._hv[i] = self._h_of(self.states[i], self.local_reach_id(i), self.infos[i])
         return v
 
     def comm_floor_id(self, i) -> float:
@@ -1528,7 +1529,7 @@ def _multi_gather_moves(sp: Space, state, full):
     dims, U = state
     opts = []
     for i, ax in enumerate(dims):
-        o = [(i, X, rest) for X, rest, n, direct in _dim_moves(sp, i, ax, True, False) if direct]
+        o = _suffix_plan(sp, i, ax)
         if o:
             opts.append(o)
     if len(opts) < 2:
@@ -1538,9 +1539,9 @@ def _multi_gather_moves(sp: Space, state, full):
         for group in itertools.combinations(opts, r):
             for combo in itertools.product(*group):
                 d2 = list(dims)
-                for i, _X, rest in combo:
-                    d2[i] = rest
-                yield (("multi_all_gather", tuple((i, X) for i, X, _ in combo)),), (tuple(d2), U)
+                for _X, rest, _n, pair in combo:
+                    d2[pair[0]] = rest
+                yield (("multi_all_gather", tuple([c[3] for c in combo])),), (tuple(d2), U)
                 count += 1
                 if count >= MAX_MULTI_GATHERS:
                     return
@@ -1634,10 +1635,21 @@ def _s2u_moves(sp: Space, state, full):
     pending sums (each device zero-fills the rest of the unsplit dim)."""
     dims, U = state
     for i, ax in enumerate(dims):
-        for X, rest, _n, direct in _dim_moves(sp, i, ax, True, False):
-            if direct:
-                yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
-                                                            tuple(sorted(U + X)))
+        for X, rest, _n, _pair in _suffix_plan(sp, i, ax):
+            yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
+                                                        tuple(sorted(U + X)))
+
+
+def _suffix_plan(sp: Space, i, ax):
+    """The minor-most suffixes of dim ``i``'s axes ``ax`` that a gather (uncapped) takes
+    as they are (:func:`_dim_moves` of the full pass, ``direct``): ``(X, rest, n, (i,
+    X))``, cached per dim and axes (multi-dim gathers and ShardedToUnreduced read it)."""
+    key = ("suffix", i, ax)
+    v = sp._sub.get(key)
+    if v is None:
+        v = sp._sub[key] = [(X, rest, n, (i, X)) for X, rest, n, direct
+                            in _dim_moves(sp, i, ax, True, False) if direct]
+    return v
 
 
 #: Move generators keyed by collective kind: the search's view of the collectives table.
