@@ -27,12 +27,12 @@ import synth.planners.auto as auto
 from synth.bench import bench_cases, check_plan_exact, plan_digest
 from synth.collectives import groups_of
 from synth.mesh import Mesh
+from synth.plan import recv_lower_bound_bytes
 from synth.planners import DefaultCost, synthesize
 from synth.planners.astar import Budget, astar
 from synth.planners.cost import lower_bound_need, lower_bound_s, schedule_cost
 from synth.planners.moves import Space, work_mesh
-from synth.planners.normal import MAX_FUSED_GROUP, plan_normal
-from synth.plan import recv_lower_bound_bytes
+from synth.planners.normal import MAX_FUSED_GROUP
 from synth.types import ArrayType, refine, refine_type
 
 _CASES = bench_cases(300, 0, 6, 4)
@@ -166,7 +166,7 @@ def shortcuts_off(monkeypatch):
 def test_shortcuts_keep_the_plans(shortcuts_off, monkeypatch):
     cases = [c for c in _CASES[:100] if c[1].num_elems() <= 50_000][:45]
     fired = {"unbeatable": 0, "seed not built": 0}
-    unbeatable, build = auto._unbeatable, auto._build
+    unbeatable = auto._unbeatable
 
     def counted(*a, **k):
         r = unbeatable(*a, **k)
