@@ -357,6 +357,9 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
             return max(int(block.max()), total) * itemsize
         overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
         return int((block - overlap).max()) * itemsize
+    names = work.names
+    if all(a in names for a in dst.unreduced):
+        return _pending_bound_elems(work, src, dst, s0, s1, d0, d1, block, reduced) * itemsize
     from synth.collectives import groups_of
 
     best = 0
@@ -372,3 +375,27 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
             need -= have
         best = max(best, -(-max(need, 0) // len(g)))
     return best * itemsize
+
+
+def _pending_bound_elems(work, src, dst, s0, s1, d0, d1, block, reduced) -> int:
+    """:func:`recv_lower_bound_bytes`'s bound where ``dst`` keeps pending sums, in
+    elements, over every group ``G`` at once (arrays on the mesh's grid, one axis per mesh
+    axis; ``G`` spans ``dst``'s unreduced axes). ``G``'s members share ``dst``'s block
+    (those axes split no dim of it). With ``R`` empty, ``G`` holds what its distinct source
+    blocks hold of that block: a member's source block depends on its coordinates on the
+    axes that split ``src``'s dims, so each distinct block appears ``m`` times in ``G``,
+    ``m`` = the product of the sizes of ``dst``'s unreduced axes that split no dim of
+    ``src``; the sum of the members' overlaps over ``m`` is what the distinct blocks hold.
+    Example, ``x=2,y=2``, ``[8{x}] -> [8{y}]{U:x}``: each group {x=0, x=1} needs its 4
+    elements and its two members hold them all (``m`` = 1): the bound is 0."""
+    grid = tuple(work.sizes)
+    upos = tuple(work.names.index(a) for a in dst.unreduced)
+    g_size = math.prod(grid[k] for k in upos)
+    if reduced:  # no member's partials are known to the group: it needs its whole block
+        return -(-int(block.max()) // g_size)
+    overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
+    used = set(src.used_axes)
+    m = math.prod(work.shape[a] for a in dst.unreduced if a not in used)
+    have = overlap.reshape(grid).sum(axis=upos) // m
+    need = np.maximum(block.reshape(grid).max(axis=upos) - have, 0)
+    return int((-(-need // g_size)).max())

@@ -26,6 +26,7 @@ import heapq
 import itertools
 import time
 
+from synth.planners.gcpause import gc_paused
 from synth.planners.moves import Space
 
 _ZERO = (0.0, 0, 0)
@@ -102,6 +103,7 @@ class Found:
         self.plan = None  # a Plan built elsewhere (the normal incumbent), when sp is None
 
 
+@gc_paused()
 def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=None,
           objective: str = "time", time_limit=None, weight: float = 1.0):
     """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc); with ``weight`` > 1
@@ -342,6 +344,7 @@ def _path(parent, node):
     return tuple(s for steps in out for s in steps)
 
 
+@gc_paused()
 def bottleneck(sp: Space, budget: Budget, full: bool = True):
     """The least largest shard (elements) over every path, by a minimax Dijkstra over the
     full move set (``full``; else the directed pass's moves), without a cap."""

@@ -43,6 +43,7 @@ from synth.planners.cost import (
     lower_bound_s,
     schedule_cost,
 )
+from synth.planners.gcpause import gc_paused
 from synth.planners.moves import LOCAL_MOVE_KINDS, MAX_PERMUTE_CLASSES, MOVES, Space, work_mesh
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
@@ -191,7 +192,7 @@ SEED_CANDIDATES = 48
 SEED_PERMUTES = 16
 
 
-def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):
+def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost, beat=None):
     """The cheapest plan of the shape XLA's partitioner emits most often, found without
     costing the moves that do not finish: local steps, at most one collective (any move of
     the full set: a fused multi-dim collective, an all-to-all of a sub-axis, ...), local
@@ -207,7 +208,32 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     ``[4096{dp:(1)8}, 14336{tp,dp:(8)2}]``, whose splits (8, 16) are the target's, so one
     permute finishes: 2 collectives, XLA's plan, where the work budget of a 128-device
     machine's cost ran out on a 3-collective plan. On ``random-0-001`` the seed is two
-    local slices then one permute."""
+    local slices then one permute.
+
+    ``beat``: the incumbent's cost, when there is one: a winner that provably does not
+    cost less is not built (None is returned, as plan_auto would drop it)."""
+    best = _seed_best(sp, budget, cap)
+    if best is None:
+        return None
+    if beat is not None and sp.fast and not best[0] < beat and \
+            not any(s[0] == "all_permute" for s in best[1]):
+        # under the default model a path's step costs are its plan's schedule_cost where
+        # no permutes merge (Plan.build merges adjacent permutes only; test_synth_median
+        # checks the equality): this plan would not beat the incumbent, so plan_auto would
+        # drop it (it keeps a seed only when seed.cost < inc.cost); skip building it
+        return None
+    try:
+        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, best[1], itemsize)
+    except RedistributionError:  # cannot happen (every move obeys its type rule)
+        return None
+    if p.max_shard_bytes > cap * itemsize:
+        return None
+    return _incumbent(p, cost, itemsize)
+
+
+def _seed_best(sp: Space, budget: Budget, cap: int):
+    """The search of :func:`_one_collective_incumbent`: ``(cost, steps)`` of its cheapest
+    candidate by the steps' own costs (time, then collectives, then bytes), or None."""
     s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     sp.tick = budget.tick
     T_splits = sp.info(sp.T[0])[0]
@@ -325,15 +351,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
                 prev = nxt
         if best is None or (c[0], c[2], c[1]) < (best[0][0], best[0][2], best[0][1]):
             best = (c, tuple(st for steps, _ in path for st in steps))
-    if best is None:
-        return None
-    try:
-        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, best[1], itemsize)
-    except RedistributionError:  # cannot happen (every move obeys its type rule)
-        return None
-    if p.max_shard_bytes > cap * itemsize:
-        return None
-    return _incumbent(p, cost, itemsize)
+    return best
 
 
 def _prove(sp: Space, budget: Budget, cap: int, st: _State, cost):
@@ -344,6 +362,39 @@ def _prove(sp: Space, budget: Budget, cap: int, st: _State, cost):
     return f
 
 
+def _unbeatable(c, lb_s: float, need_bytes: int, cost) -> bool:
+    """True when no path of the search has a cost tuple below ``c`` = ``(time_s, bytes,
+    collectives)``, so an A* pass pruned at ``upper=c`` (which keeps only paths strictly
+    below it) would return nothing: decided from the input alone, before searching.
+
+    Only under :class:`DefaultCost` (``alpha_s > 0``, a finite bandwidth), where a plan's
+    time is, per communicating op, ``alpha_s + bytes / bandwidth_Bps`` and every plan
+    receives at least ``need_bytes`` = ``n`` (its steps' neediest devices, summed;
+    :func:`lower_bound_need`). Two shapes of ``c`` qualify:
+
+    * ``(0.0, 0, 0)`` (local steps only): no tuple of non-negative parts is smaller;
+    * ``(t, n, 1)`` with ``t <= lb_s`` (= ``alpha_s + n / bandwidth_Bps``, the bound over
+      every plan): a path with no collective receives nothing (< n: impossible); one with
+      one collective receiving ``b >= n`` bytes costs ``alpha_s + b / bandwidth_Bps >= t``
+      (the same float expression, monotone in ``b``) and, at equal time, ``b >= n`` bytes
+      and one collective: not below ``c``; one with two or more costs at least
+      ``2 * alpha_s + n / bandwidth_Bps``, above ``t`` by ``alpha_s`` (``t`` is capped at a
+      million ``alpha_s``, so rounding cannot close that gap).
+
+    Example: ``x=3,y=1``, ``[3, 6, 6{y}]{U:x} -> [3{x}, 6, 6{y}]``: normal's plan, one
+    reduce-scatter receiving the 288 B every plan must receive, costs 5.00576 us = the
+    bound; the directed pass under it is skipped (it returned nothing there, 0.03 ms)."""
+    if type(cost) is not DefaultCost:
+        return False
+    alpha, bw = cost.alpha_s, cost.bandwidth_Bps
+    if not (alpha > 0 and 0 < bw < float("inf")):
+        return False
+    t, b, k = c
+    if need_bytes <= 0:
+        return t == 0 and b == 0 and k == 0
+    return k == 1 and b == need_bytes and t <= lb_s and t <= 1e6 * alpha
+
+
 def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=None):
     """A plan within ``cap``, optimal up to the tie tolerance; None when the full search
     proves there is none. Where the directed pass finds nothing within ``cap``, a
@@ -351,8 +402,11 @@ def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=Non
     answer if the budget runs out before the full search ends)."""
     if inc is not None:
         st.found = inc
-    found, _ = astar(sp, budget, cap, full=False, weight=1 + TIE_TOLERANCE,
-                     upper=None if inc is None else inc.cost)
+    if inc is not None and _unbeatable(inc.cost, lb_s, st.need_bytes, sp.cost):
+        found = None  # the directed pass, pruned at inc.cost, could return nothing (proof there)
+    else:
+        found, _ = astar(sp, budget, cap, full=False, weight=1 + TIE_TOLERANCE,
+                         upper=None if inc is None else inc.cost)
     if found is None:
         found = inc  # the directed pass found nothing cheaper than the incumbent
     if found is not None:
@@ -435,6 +489,7 @@ def check_move_set(value) -> str:
     return value
 
 
+@gc_paused()  # the search's spaces die inside: the collector never walks them
 def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, cost=None,
               budget_s: float | None = None, budget_moves: int | None = None,
               move_set: str = "full") -> Plan:
@@ -468,7 +523,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     budget = Budget(limit, time.thread_time() + cap_s)
     st = _State()
     bound = max(sp1.shard(sp1.S0), sp1.shard(sp1.T))
-    need = lower_bound_need(mesh, src, dst, itemsize)
+    # the default model reads only the neediest device's bytes (its plan_lower_bound_s is
+    # bytes_lower_bound_s of need.max()): no per-device vector then
+    need = lower_bound_need(mesh, src, dst, itemsize, vector=type(cost) is not DefaultCost)
     lb_s = lower_bound_s(mesh, src, dst, itemsize, cost, need=need)
     st.need_bytes = need[1]
     cut = None
@@ -479,7 +536,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         st.found = inc  # kept if the budget runs out in the greedy pass
         greedy = None
         if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # XLA's shape of plan, over every factor
-            seed = _one_collective_incumbent(sp2 or sp1, budget, cap, src, dst, itemsize, cost)
+            seed = _one_collective_incumbent(sp2 or sp1, budget, cap, src, dst, itemsize, cost,
+                                             beat=None if inc is None else inc.cost)
             if seed is not None and (inc is None or seed.cost < inc.cost):
                 inc = st.found = seed
         if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # the paper's plan may be beaten

@@ -121,18 +121,66 @@ def schedule_cost(plan, cost) -> tuple[float, int, int]:
     return t, int(sum(plan.recv_bytes_per_step)), int(plan.num_collectives)
 
 
-def lower_bound_need(mesh, src, dst, itemsize: int):
+def _need_max_bytes(work, s, d, itemsize: int) -> int:
+    """The neediest device's bytes of :func:`lower_bound_need` (``need.max()``), computed
+    over the grid of the axes ``s`` and ``d`` use instead of every device: a device's need
+    depends on its coordinates on those axes only, and every combination of them is some
+    device's. Per dim, each side's box ``[start, stop)`` is an array over the axes of that
+    dim only (what :meth:`ArrayType.regions` computes per device: block index times the
+    padded local size, clipped to the dim); the products over dims broadcast to the grid.
+    Example, ``x=2,y=4``, ``[64{x}, 32{y}] -> [64{y}, 32{x}]`` (4-byte items): device
+    (0, 0) holds rows 0..31 x cols 0..7 and needs rows 0..15 x cols 0..15, so it lacks
+    16 x 8 elements; device (0, 2) holds rows 0..31 x cols 16..23 and needs rows 32..47 x
+    cols 0..15, none of which it holds: 16 x 16 elements, the max, 1024 B."""
+    names = [a for a, _ in work.axes if a in set(s.used_axes) | set(d.used_axes)]
+    pos = {a: k for k, a in enumerate(names)}
+    shape = work.shape
+    coord = {}
+    for a in names:
+        sh = [1] * len(names)
+        sh[pos[a]] = shape[a]
+        coord[a] = np.arange(shape[a], dtype=np.int64).reshape(sh)
+
+    def box(dim):
+        if not dim.axes:
+            return 0, dim.size
+        k, idx = 1, 0
+        for a in dim.axes:
+            idx = idx * shape[a] + coord[a]
+            k *= shape[a]
+        local = -(-dim.size // k)
+        start = idx * local
+        stop = np.minimum(start + local, dim.size)
+        return np.minimum(start, stop), stop
+
+    block, overlap = 1, 1
+    for ds, dd in zip(s.dims, d.dims):
+        s0, s1 = box(ds)
+        d0, d1 = box(dd)
+        block = block * np.maximum(d1 - d0, 0)
+        overlap = overlap * np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0)
+    return int(np.max(block - overlap)) * itemsize
+
+
+def lower_bound_need(mesh, src, dst, itemsize: int, vector: bool = True):
     """``(need, n)``: what devices must receive from ``src`` to ``dst``, whatever the plan,
     in bytes. ``need`` is the per-device vector (each device's target block less what its
     source block holds of it) where the mesh has at most 4096 devices and no sums are
     pending, else None; ``n`` the neediest device's bytes
     (:func:`synth.plan.recv_lower_bound_bytes` when ``need`` is None). Every plan's
-    received bytes, summed over its steps (each step's neediest device), are at least ``n``."""
+    received bytes, summed over its steps (each step's neediest device), are at least ``n``.
+    With ``vector=False`` (a cost model that reads only ``n``, as :class:`DefaultCost`)
+    ``need`` is None and ``n`` the same number, found without sums pending over the used
+    axes' grid instead of every device (:func:`_need_max_bytes`), on a mesh of any size."""
     from synth.plan import recv_lower_bound_bytes
     from synth.types import refine
 
     base = mesh.base_mesh if mesh.base else mesh
     work, (s, d) = refine(base, [src, dst])
+    if not s.unreduced and not d.unreduced and not vector:
+        # the same number as below (and as recv_lower_bound_bytes without pending sums,
+        # on a mesh of any size), over the used axes' grid
+        return None, _need_max_bytes(work, s, d, itemsize)
     if not s.unreduced and not d.unreduced and work.size <= 4096:
         s0, s1 = s.regions(work)
         d0, d1 = d.regions(work)

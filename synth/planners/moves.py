@@ -127,6 +127,7 @@ class Space:
         self.names = tuple(a for a, s in mesh.axes if s > 1)
         self.idx = {a: k for k, a in enumerate(self.names)}
         self.sz = tuple(mesh.shape[a] for a in self.names)
+        self._bit = tuple(1 << k for k in range(len(self.sz)))  # axis index -> its bitmask
         #: per axis index, the user's mesh axis it is a factor of
         self.base_of = tuple(a.split(":")[0] for a in self.names)
         self.nfactors: dict[str, int] = {}
@@ -158,6 +159,7 @@ class Space:
         #: search's claims are then over the capped move set
         self.closure_capped = False
         self._h: dict = {}
+        self._hold: dict = {}  # dims -> _holds_target
         self._ov: dict = {}
         self._succ: dict = {}
         self._cur = None
@@ -187,8 +189,8 @@ class Space:
         from synth.planners.cost import DefaultCost
 
         self.fast = type(cost) is DefaultCost
-        if self.fast:
-            self._alpha, self._bw = cost.alpha_s, cost.bandwidth_Bps
+        # alpha-beta of the hot loop's arithmetic (STEP_COST_LIVE); unused under other models
+        self._alpha, self._bw = (cost.alpha_s, cost.bandwidth_Bps) if self.fast else (0.0, 1.0)
 
     # -- coding ----------------------------------------------------------------------
     def code(self, t: ArrayType):
@@ -213,17 +215,27 @@ class Space:
             return cur[1]
         v = self._info.get(dims)
         if v is None:
-            sz = self.sz
-            splits, used = [], 0
-            for ax in dims:
-                p = 1
-                for k in ax:
-                    p *= sz[k]
-                    used |= 1 << k
-                splits.append(p)
-            loc = tuple(-(-n // k) for n, k in zip(self.shape, splits))
-            v = self._info[dims] = (tuple(splits), loc, math.prod(loc), used)
+            v = self._info[dims] = self._info_of(dims)
         return v
+
+    def _info_of(self, dims):
+        """:meth:`info` computed (not memoised): one pass over the dims, the products
+        accumulated in the loop. Example, ``x=4,y=2`` (indices 0, 1), shape ``(8, 6)``,
+        dims ``((0, 1), ())``: splits ``(8, 1)``, local shape ``(1, 6)``, 6 elements, used
+        axes ``0b11``."""
+        sz, bit = self.sz, self._bit
+        splits, loc = [], []
+        used, sh = 0, 1
+        for n, ax in zip(self.shape, dims):
+            p = 1
+            for k in ax:
+                p *= sz[k]
+                used |= bit[k]
+            splits.append(p)
+            m = -(-n // p)
+            loc.append(m)
+            sh *= m
+        return (tuple(splits), tuple(loc), sh, used)
 
     def shard(self, state) -> int:
         return self.info(state[0])[2]
@@ -388,54 +400,14 @@ class Space:
         return v
 
     def _ab_i(self, step, ia, ib):
-        """:meth:`_alpha_beta` from the two states' infos (the same arithmetic, in the same
-        order, so the same floats); None for a kind it does not list."""
+        """:meth:`_alpha_beta` from the two states' infos (its kind's :data:`STEP_COST_LIVE`
+        entry: the same arithmetic, in the same order, so the same floats); None for a
+        kind that table does not cost."""
         kind = step[0]
-        if kind == "dyn_slice" or kind == "unreduce" or kind == "sharded_to_unreduced":
+        if kind == "dyn_slice":
             return _ZERO3
-        isz = self.itemsize
-        alpha, bw = self._alpha, self._bw
-        loc_a, sh_a = ia[1], ia[2]
-        if kind == "all_gather":
-            op_b = (self.nprod(step[2]) - 1) * sh_a * isz
-            return (alpha + op_b / bw, op_b, 1)
-        if kind == "all_to_all":
-            n = self.nprod(step[3])
-            j = step[2]
-            loc = list(loc_a)
-            loc[j] = n * ib[1][j]
-            sent = math.prod(loc)
-            return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
-        if kind == "all_permute":
-            if ia[0] != ib[0]:  # other splits, one local shape: _relabel_cost
-                return None
-            op_b = sh_a * isz
-            return (alpha + op_b / bw, op_b, 1)
-        if kind == "reduce_scatter":
-            op_b = (self.nprod(step[2]) - 1) * ib[2] * isz
-            return (alpha + op_b / bw, op_b, 1)
-        if kind == "all_reduce":
-            n = self.nprod(step[1])
-            return (alpha + 2 * sh_a * isz * (n - 1) // n / bw, 2 * (n - 1) * sh_a // n * isz, 1)
-        if kind == "multi_all_gather":
-            n = 1
-            for _, X in step[1]:
-                n *= self.nprod(X)
-            b_ = (n - 1) * sh_a * isz
-            return (alpha + b_ / bw, b_, 1)
-        if kind == "multi_all_to_all":
-            loc = list(loc_a)
-            out = ib[1]
-            n = 1
-            for _, j, X in step[1]:
-                loc[j] = out[j]
-            for _, j, X in step[1]:  # a shared dst dim holds the product of its moves' pieces
-                nk = self.nprod(X)
-                n *= nk
-                loc[j] *= nk
-            sent = math.prod(loc)
-            return (alpha + sent * isz * (n - 1) // n / bw, sent * (n - 1) // n * isz, 1)
-        return None  # a kind not listed here: the caller takes step_cost's general path
+        f = STEP_COST_LIVE.get(kind)
+        return None if f is None else f(self, step, ia, ib)[0]
 
     def permute_floor(self, state):
         """No permute from ``state`` to another type costs less (a class entry's key)."""
@@ -476,19 +448,67 @@ class Space:
     def _holds_target(self, state) -> bool:
         """Every device holds the data of its target block already (an empty target
         block needs none): then slices and a permute that moves nothing may reach the
-        target, so the bound must be 0 (pending sums are ignored: optimistic)."""
+        target, so the bound must be 0 (pending sums are ignored: optimistic).
 
-        # device 0's target block starts every dim at 0: its own block must be as long
-        if any(x < y for x, y in zip(self.info(state[0])[1], self.info(self.T[0])[1])):
-            return False
-        s0, e0 = self.to_type(state).regions(self.mesh)
+        Dim by dim: a device's box (``ArrayType.regions``: its block clipped to the dim)
+        holds its target box where it does along every dim, and a target box is empty
+        where it is along some dim, so the answer is ``all(empty | AND_i inside_i)`` with
+        ``inside_i`` a per-device array of dim ``i`` and its axes alone
+        (:meth:`_inside_dim`, memoised). Example, ``x=2`` and ``[3] -> [3{x}]`` (target
+        boxes ``[0, 2)``, ``[2, 3)``): ``[3]`` holds both (True); ``[3{x}]`` itself too."""
+        dims = state[0]
+        v = self._hold.get(dims)
+        if v is None:
+            # device 0's target block starts every dim at 0: its own block must be as long
+            if any(x < y for x, y in zip(self.info(dims)[1], self.info(self.T[0])[1])):
+                v = False
+            else:
+                acc = None
+                for i, ax in enumerate(dims):
+                    a = self._inside_dim(i, ax)
+                    acc = a if acc is None else acc & a
+                v = True if acc is None else bool((self._target_boxes()[1] | acc).all())
+            self._hold[dims] = v
+        return v
+
+    def _target_boxes(self):
+        """Per dim ``i``, the target boxes ``(starts, stops)`` along it (per device), and
+        per device whether its target box is empty (along some dim): once per problem."""
         tr = self._t_regions
-        if tr is None:  # the target's blocks and which are empty: once per problem
-            s1, e1 = self.to_type(self.T).regions(self.mesh)
-            tr = self._t_regions = (s1, e1, ~(e1 > s1).all(axis=1))
-        s1, e1, empty = tr
-        inside = ((s0 <= s1) & (e1 <= e0)).all(axis=1)
-        return bool((empty | inside).all())
+        if tr is None:
+            boxes = [self._boxes(i, ax) for i, ax in enumerate(self.T[0])]
+            empty = None
+            for s1, e1 in boxes:
+                e = e1 <= s1
+                empty = e if empty is None else empty | e
+            if empty is None:
+                import numpy as np
+
+                empty = np.zeros(self.size, dtype=bool)
+            tr = self._t_regions = (boxes, empty)
+        return tr
+
+    def _boxes(self, i, ax):
+        """Per device, ``(start, stop)`` of its box along dim ``i`` split over ``ax``: its
+        block clipped to the dim (``ArrayType._regions``, one column)."""
+        import numpy as np
+
+        n = self.shape[i]
+        loc = -(-n // self.nprod(ax))
+        starts = self.block_index(ax) * loc
+        stops = np.minimum(starts + loc, n)
+        return np.minimum(starts, stops), stops
+
+    def _inside_dim(self, i, ax):
+        """Per device, whether its box along dim ``i`` split over ``ax`` holds its target
+        box along that dim (memoised per dim and axes)."""
+        key = ("in", i, ax)
+        v = self._ov.get(key)
+        if v is None:
+            s0, e0 = self._boxes(i, ax)
+            s1, e1 = self._target_boxes()[0][i]
+            v = self._ov[key] = (s0 <= s1) & (e1 <= e0)
+        return v
 
     def h(self, state):
         """Admissible bound ``(time_s, bytes, collectives)`` on the rest of the way: 0 when
@@ -497,37 +517,42 @@ class Space:
         lacks (the target block less the product of the per-dim largest overlaps)."""
         v = self._h.get(state)
         if v is None:
-            if self.local_reach(state):
-                v = (0.0, 0, 0)
-            else:
-                dims, U = state
-                m = 0
-                if not U and not self.T[1] and self._even_T and all(
-                        n % k == 0 for n, k in zip(self.shape, self.info(dims)[0])):
-                    if self._exact:
-                        # the neediest device: its target block less what it holds of it
-                        prod = None
-                        for i in range(self.rank):
-                            o = self._overlap_dev(i, dims[i])
-                            prod = o if prod is None else prod * o
-                        m = int(self.info(self.T[0])[2] - prod.min()) * self.itemsize
-                    else:
-                        p = 1
-                        for i in range(self.rank):
-                            p *= self._overlap(i, dims[i])
-                        m = (self.info(self.T[0])[2] - p) * self.itemsize
-                elif U and not self.T[1]:
-                    # sums pending over U must be combined: nU - 1 partial values per
-                    # element arrive somewhere, spread at best over all devices
-                    nU = math.prod(self.sz[a] for a in U)
-                    m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
-                    # and device 0 (its target block the whole target local shape) holds at
-                    # most one of the nU partial values of each element of its block: one
-                    # value at least arrives for each. Example, [12{w}, 3{x}]{U:v,y} ->
-                    # [12{w}, 3{x}] on w=x=2: 6 * 3 = 18 elements (the spread bound: 1)
-                    m = max(m, self._t_shard * self.itemsize)
-                v = (max(self.floor, self.bytes_lb(m)), m, 1)
-            self._h[state] = v
+            v = self._h[state] = self._h_of(state, self.local_reach(state))
+        return v
+
+    def _h_of(self, state, local, inf=None):
+        """:meth:`h` of ``state`` given its :meth:`local_reach` ``local`` (and its info
+        ``inf``, where the caller has it); not memoised."""
+        if local:
+            v = (0.0, 0, 0)
+        else:
+            dims, U = state
+            m = 0
+            if not U and not self.T[1] and self._even_T and all(
+                    n % k == 0 for n, k in zip(self.shape, (inf or self.info(dims))[0])):
+                if self._exact:
+                    # the neediest device: its target block less what it holds of it
+                    ov = self._overlap_dev
+                    prod = ov(0, dims[0])
+                    for i in range(1, self.rank):
+                        prod = prod * ov(i, dims[i])
+                    m = int(self._t_shard - prod.min()) * self.itemsize
+                else:
+                    p = 1
+                    for i in range(self.rank):
+                        p *= self._overlap(i, dims[i])
+                    m = (self.info(self.T[0])[2] - p) * self.itemsize
+            elif U and not self.T[1]:
+                # sums pending over U must be combined: nU - 1 partial values per
+                # element arrive somewhere, spread at best over all devices
+                nU = math.prod(self.sz[a] for a in U)
+                m = -(-(nU - 1) * math.prod(self.shape) // self.size) * self.itemsize
+                # and device 0 (its target block the whole target local shape) holds at
+                # most one of the nU partial values of each element of its block: one
+                # value at least arrives for each. Example, [12{w}, 3{x}]{U:v,y} ->
+                # [12{w}, 3{x}] on w=x=2: 6 * 3 = 18 elements (the spread bound: 1)
+                m = max(m, self._t_shard * self.itemsize)
+            v = (max(self.floor, self.bytes_lb(m)), m, 1)
         return v
 
     def deficit_bytes(self, shard: int) -> int:
@@ -849,7 +874,10 @@ class Space:
     def _new_id(self, state) -> int:
         """:meth:`intern` of a state not seen yet (the caller has looked it up)."""
         i = self._ids[state] = len(self.states)
-        inf = self.info(state[0])
+        dims = state[0]
+        inf = self._info.get(dims)
+        if inf is None:
+            inf = self._info[dims] = self._info_of(dims)
         self.states.append(state)
         self.shards.append(inf[2])
         self.infos.append(inf)
@@ -866,9 +894,10 @@ class Space:
         return v
 
     def h_id(self, i):
+        """:meth:`h` of state id ``i``, memoised by id (its :meth:`local_reach` too)."""
         v = self._hv[i]
         if v is None:
-            v = self._hv[i] = self.h(self.states[i])
+            v = self._hv[i] = self._h_of(self.states[i], self.local_reach_id(i), self.infos[i])
         return v
 
     def comm_floor_id(self, i) -> float:
@@ -947,6 +976,7 @@ class Space:
         if v is not None:
             return v
         v = []
+        append = v.append
         state = self.states[i]
         ids, infos, shards = self._ids, self.infos, self.shards
         intern, live_i = self._new_id, self._live_i
@@ -954,49 +984,56 @@ class Space:
         sh_i = shards[i]
         two = 2 * sh_i
         fast = self.fast
+        table = STEP_COST_LIVE if fast else {}  # another model: live_i and step_cost
         ab = self._ab_i
         self._cur = (state[0], ia)
         perm = None  # the cost of a permute that keeps the splits (the source's shard)
         for gen in MOVES.values():
             for steps, s2 in gen(self, state, full):
-                kind = steps[0][0]
+                first = steps[0]
+                kind = first[0]
                 if kind == "permute_class":
-                    v.append((steps, i, sh_i, None, two))
+                    append((steps, i, sh_i, None, two))
                     continue
                 j = ids.get(s2)
                 if j is None:
                     j = intern(s2)
                 ib = infos[j]
+                if len(steps) == 1:  # most moves: one step, costed from the two infos
+                    if kind == "dyn_slice":
+                        append((steps, j, ib[2], None, _slice_live(self, first, ia, ib)))
+                        continue
+                    f = table.get(kind)
+                    if f is not None:
+                        c, live = f(self, first, ia, ib)
+                        if c is None:
+                            c = self.step_cost(first, state, s2)
+                    else:
+                        live = live_i(first, ia, ib)
+                        c = self.step_cost(first, state, s2)
+                    append((steps, j, ib[2], c, live))
+                    continue
                 last = steps[-1]
-                live = live_i(last, ia, ib)
-                if len(steps) > 1:
+                f = table.get(last[0]) if len(steps) == 2 and kind == "all_permute" else None
+                if f is not None:
+                    # a reordering permute, then the gather / all-to-all it enables: the
+                    # permute keeps the splits, so the middle type's info is ``ia``'s
+                    # (no lookup) and the permute costs the source's shard
+                    x, live = f(self, last, ia, ib)
                     if live < two:
                         live = two
-                    if fast and len(steps) == 2 and kind == "all_permute":
-                        # a reordering permute, then the gather / all-to-all it enables: the
-                        # permute keeps the splits, so the middle type's info is ``ia``'s
-                        # (no lookup) and the permute costs the source's shard
-                        x = ab(last, ia, ib)
-                        if x is not None:
-                            if perm is None:
-                                perm = ab(steps[0], ia, ia)
-                            v.append((steps, j, ib[2], (perm[0] + x[0], perm[1] + x[1], perm[2] + x[2]),
-                                      live))
-                            continue
-                elif kind == "dyn_slice":
-                    v.append((steps, j, ib[2], None, live))
-                    continue
-                elif fast:
-                    c = ab(last, ia, ib)
-                    if c is None:
-                        c = self.step_cost(last, state, s2)
-                    v.append((steps, j, ib[2], c, live))
-                    continue
+                    if x is not None:
+                        if perm is None:
+                            perm = ab(first, ia, ia)
+                        append((steps, j, ib[2], (perm[0] + x[0], perm[1] + x[1], perm[2] + x[2]),
+                                live))
+                        continue
                 else:
-                    v.append((steps, j, ib[2], self.step_cost(last, state, s2), live))
-                    continue
+                    live = live_i(last, ia, ib)
+                    if live < two:
+                        live = two
                 if kind == "dyn_slice":
-                    v.append((steps, j, ib[2], None, live))
+                    append((steps, j, ib[2], None, live))
                     continue
                 c = (0.0, 0, 0)
                 prev, ip = state, ia
@@ -1008,7 +1045,7 @@ class Space:
                         x = self.step_cost(st, prev, nxt)
                     c = (c[0] + x[0], c[1] + x[1], c[2] + x[2])
                     prev, ip = nxt, inx
-                v.append((steps, j, ib[2], c, live))
+                append((steps, j, ib[2], c, live))
         self._succ[key] = v
         return v
 
@@ -1026,58 +1063,163 @@ class Space:
         return self._live_i(step, self.info(a[0]), self.info(b[0]))
 
     def _live_i(self, step, ia, ib) -> int:
-        """:meth:`live` from the two states' infos."""
+        """:meth:`live` from the two states' infos (its kind's :data:`STEP_COST_LIVE`
+        entry; a kind that table does not list: input and output)."""
         kind = step[0]
-        _, la, sa, _ = ia
-        _, lb, sb, _ = ib
-        if kind in IN_PLACE_KINDS:  # the output takes the input's buffer (AllReduce.peak_elems)
-            return sa
-        pad = 0
         if kind == "dyn_slice":
-            d = step[1]
-            n = self.nprod(step[2])
-            if la[d] < n * lb[d]:
-                pad = n * lb[d] * (sa // la[d])
-        elif kind == "all_gather" or kind == "sharded_to_unreduced":
-            raw = self.nprod(step[2]) * sa
-            pad = raw if raw > sb else 0
-        elif kind == "all_to_all":
-            i, j = step[1], step[2]
-            n = self.nprod(step[3])
-            sent, raw = list(la), list(lb)
-            sent[j] = n * lb[j]
-            raw[i] = n * la[i]
-            sent, raw = math.prod(sent), math.prod(raw)
-            pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
-        elif kind == "multi_all_gather":
-            raw = sa
-            for _, Y in step[1]:
-                raw *= self.nprod(Y)
-            pad = raw if raw > sb else 0
-        elif kind == "multi_all_to_all":
-            return self._live_multi(step[1], la, lb, sa, sb)
-        elif kind == "reduce_scatter":
-            sent = self.nprod(step[2]) * sb
-            pad = sent if sent > sa else 0
-        return max(sa + pad, pad + sb) if pad else sa + sb
+            return _slice_live(self, step, ia, ib)
+        if kind in IN_PLACE_KINDS:  # the output takes the input's buffer (AllReduce.peak_elems)
+            return ia[2]
+        f = STEP_COST_LIVE.get(kind)
+        return ia[2] + ib[2] if f is None else f(self, step, ia, ib)[1]
 
-    def _live_multi(self, mv, la, lb, sa, sb):
-        """:meth:`live` of a multi-dim all-to-all (``MultiAllToAll.peak_elems``): the sent
-        block pads each dst dim to the product of its moves' groups times the output's
-        local size; the received block grows each src dim by the product of its moves'
-        groups. Example, ``x=4,y=2``, ``AllToAll(2->1:x, 0->1:y)`` from local ``[8, 16, 4]``
-        to ``[16, 2, 16]``: sent ``[8, 8*2, 4]``, received ``[2*8, 2, 4*4]``, both 512: no
-        padding, input + output live."""
-        sent, raw = list(la), list(lb)
-        for i, j, X in mv:
-            sent[j], raw[i] = lb[j], la[i]
-        for i, j, X in mv:
-            n = self.nprod(X)
-            sent[j] *= n
-            raw[i] *= n
-        sent, raw = math.prod(sent), math.prod(raw)
-        pad = max(sent if sent > sa else 0, raw if raw > sb else 0)
-        return max(sa + pad, pad + sb) if pad else sa + sb
+
+# -- the hot loop's per-kind arithmetic: cost and live elements of one step at once ------
+# Under the default model :meth:`Space.successors` costs each step and counts its live
+# elements with one call of its kind's entry here, from the two states' infos
+# ``(splits, local shape, shard, used)``: the integers of :meth:`Space._live_i` and the
+# floats of :meth:`Space._alpha_beta`, in the same order (so the same values). Products
+# of a local shape with one dim changed are taken from the shard (``sa // la[j]`` is
+# exact: every local size is at least 1). Cost None: the kind's cost is not listed here
+# (a relabel), the caller takes :meth:`Space.step_cost`.
+
+def _nprod(sp, X):
+    n = sp._nx.get(X)
+    if n is None:
+        n = sp.nprod(X)
+    return n
+
+
+def _padded(sa, sb, pad):
+    """Input and output live, or the re-padding buffer with either (``pad`` 0: none)."""
+    if pad:
+        return pad + (sa if sa > sb else sb)
+    return sa + sb
+
+
+def _slice_live(sp, step, ia, ib):
+    """A DynSlice's live elements: input and output, or the re-padding buffer (the input
+    with dim ``d`` at ``n`` times its output size) with either where the input is
+    shorter. Example, ``[10] -> [10{x}]`` on ``x=4``: blocks of 3, 12 elements padded."""
+    la, sa, sb = ia[1], ia[2], ib[2]
+    d = step[1]
+    m = _nprod(sp, step[2]) * ib[1][d]
+    if la[d] < m:
+        return m * (sa // la[d]) + (sa if sa > sb else sb)
+    return sa + sb
+
+
+def _fast_all_gather(sp, step, ia, ib):
+    # [8{x}] -> [8] on x=4: 2 elements in, 8 out; receives 3 * 2 elements
+    sa, sb = ia[2], ib[2]
+    n = _nprod(sp, step[2])
+    raw = n * sa
+    op_b = (n - 1) * sa * sp.itemsize
+    return (sp._alpha + op_b / sp._bw, op_b, 1), _padded(sa, sb, raw if raw > sb else 0)
+
+
+def _fast_all_to_all(sp, step, ia, ib):
+    # [8{x}, 8] -> [8, 8{x}] on x=4: sends its [2, 8] block as 4 pieces of [2, 2]
+    la, sa = ia[1], ia[2]
+    lb, sb = ib[1], ib[2]
+    i, j = step[1], step[2]
+    n = _nprod(sp, step[3])
+    sent = sa // la[j] * (n * lb[j])   # the input with dim j at n times its output size
+    raw = sb // lb[i] * (n * la[i])    # the output with dim i at n times its input size
+    pad = sent if sent > sa else 0
+    if raw > sb and raw > pad:
+        pad = raw
+    isz = sp.itemsize
+    return ((sp._alpha + sent * isz * (n - 1) // n / sp._bw, sent * (n - 1) // n * isz, 1),
+            _padded(sa, sb, pad))
+
+
+def _fast_all_permute(sp, step, ia, ib):
+    sa = ia[2]
+    if ia[0] != ib[0]:  # other splits, one local shape: _relabel_cost
+        return None, sa + ib[2]
+    op_b = sa * sp.itemsize
+    return (sp._alpha + op_b / sp._bw, op_b, 1), sa + ib[2]
+
+
+def _fast_all_reduce(sp, step, ia, ib):
+    # in place (IN_PLACE_KINDS): the output takes the input's buffer
+    sa = ia[2]
+    n = _nprod(sp, step[1])
+    return (sp._alpha + 2 * sa * sp.itemsize * (n - 1) // n / sp._bw,
+            2 * (n - 1) * sa // n * sp.itemsize, 1), sa
+
+
+def _fast_reduce_scatter(sp, step, ia, ib):
+    sa, sb = ia[2], ib[2]
+    n = _nprod(sp, step[2])
+    sent = n * sb
+    op_b = (n - 1) * sb * sp.itemsize
+    return (sp._alpha + op_b / sp._bw, op_b, 1), _padded(sa, sb, sent if sent > sa else 0)
+
+
+def _fast_unreduce(sp, step, ia, ib):
+    return _ZERO3, ia[2] + ib[2]
+
+
+def _fast_s2u(sp, step, ia, ib):
+    sa, sb = ia[2], ib[2]
+    raw = _nprod(sp, step[2]) * sa
+    return _ZERO3, _padded(sa, sb, raw if raw > sb else 0)
+
+
+def _fast_multi_all_gather(sp, step, ia, ib):
+    sa, sb = ia[2], ib[2]
+    n = 1
+    for _, X in step[1]:
+        n *= _nprod(sp, X)
+    raw = sa * n
+    b_ = (n - 1) * sa * sp.itemsize
+    return (sp._alpha + b_ / sp._bw, b_, 1), _padded(sa, sb, raw if raw > sb else 0)
+
+
+def _fast_multi_all_to_all(sp, step, ia, ib):
+    la, sa = ia[1], ia[2]
+    lb, sb = ib[1], ib[2]
+    mv = step[1]
+    sent, raw = list(la), list(lb)
+    for i, j, _X in mv:
+        sent[j], raw[i] = lb[j], la[i]
+    n = 1
+    for i, j, X in mv:  # a shared dst dim holds the product of its moves' pieces
+        nk = _nprod(sp, X)
+        n *= nk
+        sent[j] *= nk
+        raw[i] *= nk
+    s = r = 1
+    for x in sent:
+        s *= x
+    for x in raw:
+        r *= x
+    pad = s if s > sa else 0
+    if r > sb and r > pad:
+        pad = r
+    isz = sp.itemsize
+    return ((sp._alpha + s * isz * (n - 1) // n / sp._bw, s * (n - 1) // n * isz, 1),
+            _padded(sa, sb, pad))
+
+
+#: Per move kind, ``(sp, step, info_a, info_b) -> (cost or None, live elements)``: the
+#: cost under the default model (alpha-beta; under another model :attr:`Space._alpha` is
+#: 0 and the cost half unused) and the live elements under every model (a slice is
+#: :func:`_slice_live`: its cost depends on its run). A new kind adds an entry here, or
+#: takes :meth:`Space.step_cost` and input + output live.
+STEP_COST_LIVE = {
+    "all_gather": _fast_all_gather,
+    "all_to_all": _fast_all_to_all,
+    "all_permute": _fast_all_permute,
+    "all_reduce": _fast_all_reduce,
+    "reduce_scatter": _fast_reduce_scatter,
+    "unreduce": _fast_unreduce,
+    "multi_all_gather": _fast_multi_all_gather,
+    "multi_all_to_all": _fast_multi_all_to_all,
+    "sharded_to_unreduced": _fast_s2u,
+}
 
 
 def _is_local_entry(sp: Space, entry, i) -> bool:
@@ -1156,30 +1298,52 @@ def _dim_moves(sp: Space, i, ax, full, capped):
     v = sp._sub.get(key)
     if v is not None:
         return v
-    k = len(ax)
     sz, base, size = sp.sz, sp.base_of, sp.shape[i]
     out = []
     seen = set()
-    for r in range(1, k + 1):
-        if full or r > sp.max_ordered:
-            combos = (tuple(range(k - r, k)),)
-        else:
-            combos = itertools.combinations(range(k), r)
-        for idx in combos:
-            X = tuple(ax[j] for j in idx)
-            n = math.prod(sz[a] for a in X)
-            if capped and r > 1 and n > sp.max_fused and len({base[a] for a in X}) > 1:
-                continue
-            rest = tuple(ax[j] for j in range(k) if j not in idx)
-            if not nests(size, math.prod(sz[a] for a in rest), n):
-                continue
-            orders = (X,) if (full or r > sp.max_ordered) else itertools.permutations(X)
-            for Xo in orders:
-                if Xo not in seen:
-                    seen.add(Xo)
-                    out.append((Xo, rest, n, rest + Xo == ax))
+    for r, idx, ridx, ordered in _index_combos(len(ax), full, sp.max_ordered):
+        X = tuple([ax[j] for j in idx])
+        n = 1
+        for a in X:
+            n *= sz[a]
+        if capped and r > 1 and n > sp.max_fused and len({base[a] for a in X}) > 1:
+            continue
+        rest = tuple([ax[j] for j in ridx])
+        m = 1
+        for a in rest:
+            m *= sz[a]
+        if not nests(size, m, n):
+            continue
+        for Xo in (itertools.permutations(X) if ordered else (X,)):
+            if Xo not in seen:
+                seen.add(Xo)
+                out.append((Xo, rest, n, rest + Xo == ax))
     sp._sub[key] = out
     return out
+
+
+#: ``(k, full, max_ordered)`` -> the index subsets :func:`_dim_moves` tries on a dim of
+#: ``k`` axes: ``(r, idx, rest idx, every order)``, by size ``r`` then lexicographically
+#: (at most ``k + C(k, 1..3)`` entries a key; built once per process).
+_COMBOS: dict = {}
+
+
+def _index_combos(k, full, max_ordered):
+    """The subsets of ``range(k)`` of :func:`_dim_moves`: the minor-most suffix of each
+    size in the full pass or past ``max_ordered``, else every combination (and its every
+    order). Example, ``k = 3`` in the full pass: ``(1, (2,), (0, 1))``, ``(2, (1, 2),
+    (0,))``, ``(3, (0, 1, 2), ())``."""
+    key = (k, full, max_ordered)
+    v = _COMBOS.get(key)
+    if v is None:
+        v = []
+        for r in range(1, k + 1):
+            ordered = not (full or r > max_ordered)
+            combos = itertools.combinations(range(k), r) if ordered else (tuple(range(k - r, k)),)
+            for idx in combos:
+                v.append((r, idx, tuple(j for j in range(k) if j not in idx), ordered))
+        _COMBOS[key] = v
+    return v
 
 
 def _divides(loc, k, n):
@@ -1235,41 +1399,79 @@ def _gather_moves(sp: Space, state, full):
     pass also of other subsets, after a permute that makes them the suffix."""
     dims, U = state
     for i, ax in enumerate(dims):
+        head, tail = dims[:i], dims[i + 1:]
+        for rest, rx, steps in _gather_plan(sp, i, ax, full):
+            if rx is None:
+                yield steps, (head + (rest,) + tail, U)
+            else:
+                yield (("all_permute", (head + (rx,) + tail, U)), steps), (head + (rest,) + tail, U)
+
+
+def _gather_plan(sp: Space, i, ax, full):
+    """The gathers of :func:`_gather_moves` from dim ``i`` split over ``ax`` (cached per
+    dim, axes and pass): ``(rest, None, steps)`` for a suffix (its steps tuple, shared by
+    every state), ``(rest, rest + X, step)`` for another subset ``X`` (the permute to
+    ``rest + X`` first; that step depends on the other dims). A gather removes the same
+    axes whatever their order: one order of each set. Example, ``ax = (0, 1)`` in the
+    directed pass: ``((0,), None, ((all_gather, i, (1,)),))``, ``((1,), (1, 0), (all_gather,
+    i, (0,)))``, ``((), None, ((all_gather, i, (0, 1)),))``."""
+    key = ("gather", i, ax, full)
+    v = sp._sub.get(key)
+    if v is None:
+        v = []
         seen = set()
         for X, rest, _n, _direct in _dim_moves(sp, i, ax, full, False):
-            key = frozenset(X)
-            if key in seen:  # a gather removes the same axes whatever their order
+            k = frozenset(X)
+            if k in seen:
                 continue
-            seen.add(key)
-            d2 = dims[:i] + (rest,) + dims[i + 1:]
+            seen.add(k)
             if ax[:len(rest)] == rest:
-                yield (("all_gather", i, ax[len(rest):]),), (d2, U)
+                v.append((rest, None, (("all_gather", i, ax[len(rest):]),)))
             else:
-                dr = dims[:i] + (rest + X,) + dims[i + 1:]
-                yield (("all_permute", (dr, U)), ("all_gather", i, X)), (d2, U)
+                v.append((rest, rest + X, ("all_gather", i, X)))
+        sp._sub[key] = v
+    return v
 
 
 def _a2a_moves(sp: Space, state, full):
     """AllToAll of a minor-most suffix ``X`` of dim ``i``'s axes to the end of dim ``j``;
     in the directed pass also of other ordered subsets, after a reordering permute."""
-    if sp.rank == 1:
+    rank = sp.rank
+    if rank == 1:
         return
     dims, U = state
     splits, loc, _, _ = sp.info(dims)
+    # the dims an all-to-all of n devices may enter: whole, or n divides the local size
     for i, ax in enumerate(dims):
-        for X, rest, n, direct in _dim_moves(sp, i, ax, full, True):
-            dr = None if direct else dims[:i] + (rest + X,) + dims[i + 1:]
-            for j in range(sp.rank):
+        for X, rest, n, direct, rx, by_j in _a2a_plan(sp, i, ax, full):
+            dr = None if direct else (dims[:i] + (rx,) + dims[i + 1:], U)
+            for j in range(rank):
                 if j == i or not (splits[j] == 1 or loc[j] % n == 0):
                     continue
                 d2 = list(dims)
                 d2[i] = rest
                 d2[j] = dims[j] + X
-                nxt = (tuple(d2), U)
                 if direct:
-                    yield (("all_to_all", i, j, X),), nxt
+                    yield by_j[j], (tuple(d2), U)
                 else:
-                    yield (("all_permute", (dr, U)), ("all_to_all", i, j, X)), nxt
+                    yield (("all_permute", dr), by_j[j]), (tuple(d2), U)
+
+
+def _a2a_plan(sp: Space, i, ax, full):
+    """:func:`_dim_moves` of dim ``i`` (all-to-all cap) with, per destination dim ``j``,
+    the step ``(all_to_all, i, j, X)``: as a one-step move where ``X`` is the suffix
+    (``direct``), else alone (after the permute); cached per dim, axes and pass."""
+    key = ("a2a", i, ax, full)
+    v = sp._sub.get(key)
+    if v is None:
+        v = []
+        for X, rest, n, direct in _dim_moves(sp, i, ax, full, True):
+            steps = tuple(("all_to_all", i, j, X) for j in range(sp.rank))
+            if direct:
+                steps = tuple((st,) for st in steps)
+            v.append((X, rest, n, direct, rest + X, steps))
+        sp._sub[key] = v
+    return v
 
 
 def _permute_moves(sp: Space, state, full):
@@ -1559,7 +1761,7 @@ def _multi_gather_moves(sp: Space, state, full):
     dims, U = state
     opts = []
     for i, ax in enumerate(dims):
-        o = [(i, X, rest) for X, rest, n, direct in _dim_moves(sp, i, ax, True, False) if direct]
+        o = _suffix_plan(sp, i, ax)
         if o:
             opts.append(o)
     if len(opts) < 2:
@@ -1569,9 +1771,9 @@ def _multi_gather_moves(sp: Space, state, full):
         for group in itertools.combinations(opts, r):
             for combo in itertools.product(*group):
                 d2 = list(dims)
-                for i, _X, rest in combo:
-                    d2[i] = rest
-                yield (("multi_all_gather", tuple((i, X) for i, X, _ in combo)),), (tuple(d2), U)
+                for _X, rest, _n, pair in combo:
+                    d2[pair[0]] = rest
+                yield (("multi_all_gather", tuple([c[3] for c in combo])),), (tuple(d2), U)
                 count += 1
                 if count >= MAX_MULTI_GATHERS:
                     return
@@ -1607,7 +1809,7 @@ def _multi_a2a_moves(sp: Space, state, full):
         return
     dims, U = state
     splits, loc, _, _ = sp.info(dims)
-    shape, sz, base = sp.shape, sp.sz, sp.base_of
+    shape, base = sp.shape, sp.base_of
     singles = []
     for i, ax in enumerate(dims):
         for X, rest, n, direct in _dim_moves(sp, i, ax, True, True):
@@ -1665,10 +1867,21 @@ def _s2u_moves(sp: Space, state, full):
     pending sums (each device zero-fills the rest of the unsplit dim)."""
     dims, U = state
     for i, ax in enumerate(dims):
-        for X, rest, _n, direct in _dim_moves(sp, i, ax, True, False):
-            if direct:
-                yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
-                                                            tuple(sorted(U + X)))
+        for X, rest, _n, _pair in _suffix_plan(sp, i, ax):
+            yield (("sharded_to_unreduced", i, X),), (dims[:i] + (rest,) + dims[i + 1:],
+                                                        tuple(sorted(U + X)))
+
+
+def _suffix_plan(sp: Space, i, ax):
+    """The minor-most suffixes of dim ``i``'s axes ``ax`` that a gather (uncapped) takes
+    as they are (:func:`_dim_moves` of the full pass, ``direct``): ``(X, rest, n, (i,
+    X))``, cached per dim and axes (multi-dim gathers and ShardedToUnreduced read it)."""
+    key = ("suffix", i, ax)
+    v = sp._sub.get(key)
+    if v is None:
+        v = sp._sub[key] = [(X, rest, n, (i, X)) for X, rest, n, direct
+                            in _dim_moves(sp, i, ax, True, False) if direct]
+    return v
 
 
 #: Move generators keyed by collective kind: the search's view of the collectives table.
