@@ -122,7 +122,7 @@ def test_the_permutes_that_move_nothing_are_exactly_the_free_relabels(mesh, src,
         state = sp.states[i]
         splits = sp.info(state[0])[0]
         free = set()
-        for steps, s2 in _free_relabel_moves(sp, state):
+        for _steps, s2 in _free_relabel_moves(sp, state):
             assert sp.moves_nothing(state[0], s2[0]), (state, s2)
             free.add(s2)
             free_checked += 1
