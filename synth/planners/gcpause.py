@@ -4,9 +4,10 @@ A search allocates a few million small tuples (states, steps, successor entries)
 keeps most of them until it ends; CPython's generational collector then re-walks that
 growing heap at every older-generation collection, which cost a quarter to a third of
 the search's CPU on the bench's budget-exhausting cases (measured: 1,000,000 moves over
-20 cases took 9.8 s of CPU with the default thresholds, 7.5 s with the collector off;
-the plans are the same either way). :func:`gc_paused` turns the collector off for the
-duration of a search pass and restores it after.
+20 cases took 9.8 s of CPU with the default thresholds, 7.5 s with the collector off,
+one run each on a loaded machine; the plans are the same either way). :func:`gc_paused`
+turns the collector off for the duration of a planner call or a search pass and
+restores it after.
 
 Invariants, stated once:
 
