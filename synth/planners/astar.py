@@ -168,15 +168,17 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     # [10{y,z,v}]`` every state of local shape ``1`` reaches the same classes.
     class_done = {} if sp.fast and not runs else None
 
+    def no_worse(old, g2):
+        # ``old`` ranks at or before ``g2`` in the objective's order (see ``key``)
+        if fewest:
+            return (old[2], old[1], old[0]) <= (g2[2], g2[1], g2[0])
+        return old <= g2
+
     def dominated(j, g2):
         # a state reached by a permute (no permute may follow) at no less than it was
         # reached otherwise (any move may follow) adds nothing: (j, 0) has every move
         old = best_get((j, 0))
-        if old is None:
-            return False
-        if fewest:
-            return (old[2], old[1], old[0]) <= (g2[2], g2[1], g2[0])
-        return old <= g2
+        return old is not None and no_worse(old, g2)
 
     def relax(node, g2, node2, steps, live):
         if g2[0] == inf:
@@ -237,19 +239,13 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             # at its cost, synth.planners.moves._free_relabel_moves); another model: each
             # member's own
             same = _add(g1, sp.permute_floor(state)) if sp.fast else None
-            keep = False
             intern, ids = sp.intern, sp._ids
             for d2 in members:
                 s2 = (d2, U)
                 if s2 == state:
                     continue
                 step = ("all_permute", s2)
-                if same is None:
-                    g2 = _add(g1, sp.step_cost(step, state, s2))
-                    if keep:
-                        same = g2
-                else:
-                    g2 = same
+                g2 = same if same is not None else _add(g1, sp.step_cost(step, state, s2))
                 k = ids.get(s2)
                 if k is None:
                     k = intern(s2)
@@ -278,8 +274,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         only_perm = False
         if full and run == 0:
             pb = best_get((i, AFTER_PERMUTE))
-            if pb is not None:
-                only_perm = (pb[2], pb[1], pb[0]) <= (g[2], g[1], g[0]) if fewest else pb <= g
+            only_perm = pb is not None and no_worse(pb, g)
         if run < 0 or only_perm:
             succ = [e for e in succ if (e[0][0][0] in _PERMUTE_MOVES) is only_perm]
         tick(len(succ))

@@ -44,7 +44,14 @@ from synth.planners.cost import (
     schedule_cost,
 )
 from synth.planners.gcpause import gc_paused
-from synth.planners.moves import LOCAL_MOVE_KINDS, MAX_PERMUTE_CLASSES, MOVES, Space, work_mesh
+from synth.planners.moves import (
+    LOCAL_MOVE_KINDS,
+    MAX_FREE_RELABELS,
+    MAX_PERMUTE_CLASSES,
+    MOVES,
+    Space,
+    work_mesh,
+)
 from synth.planners.normal import MAX_FUSED_GROUP, _merge_permutes, plan_normal
 from synth.types import ArrayType, Dim, refine_type
 
@@ -638,9 +645,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     if optimal and t_s > lb_s * (1 + 1e-9) and any(x is not None and x.closure_capped for x in (sp1, sp2)):
         # a permute reaches its whole closure in one move (synth.planners.moves.
         # Space.permute_classes) unless the closure was capped: then say so
-        notes.append("auto: 'optimal' is over the capped move set: a permute's closure was cut at "
-                     f"{MAX_PERMUTE_CLASSES} classes (synth.planners.moves.MAX_PERMUTE_CLASSES) on "
-                     "some state; a permute to a class past the cap was not searched")
+        notes.append("auto: 'optimal' is over the capped move set: a permute's closure was capped on "
+                     f"some state (at {MAX_PERMUTE_CLASSES} classes, or {MAX_FREE_RELABELS} permutes that "
+                     "move nothing: synth.planners.moves); permutes past the cap were not searched")
     if cut == "work" and st.found is not None:
         notes.append(f"auto: the work budget of {limit} moves ran out"
                      + (" while breaking ties (the plan is optimal; ties by peak memory were not all "

@@ -2,7 +2,7 @@
 
 A search allocates a few million small tuples (states, steps, successor entries) and
 keeps most of them until it ends; CPython's generational collector then re-walks that
-growing heap at every older-generation collection, which cost a quarter to a third of
+growing heap at every older-generation collection, which cost about a quarter of
 the search's CPU on the bench's budget-exhausting cases (measured: 1,000,000 moves over
 20 cases took 9.8 s of CPU with the default thresholds, 7.5 s with the collector off,
 one run each on a loaded machine; the plans are the same either way). :func:`gc_paused`
