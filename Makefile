@@ -8,7 +8,7 @@ PORT ?= 8501
 # The app listens on this machine only; `make run HOST=0.0.0.0` opens it to the network.
 HOST ?= 127.0.0.1
 
-.PHONY: run test setup lint bench bench-executor example clean
+.PHONY: run test setup native lint bench bench-executor example clean
 
 $(BIN)/.installed: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -16,7 +16,13 @@ $(BIN)/.installed: requirements.txt
 	$(BIN)/pip install -r requirements.txt
 	touch $@
 
-setup: $(BIN)/.installed
+# The synthesizer's hot modules compiled with Cython (synth/_compiled, about 1 min the first
+# time; a module whose source changed since is rebuilt). Optional: without a C compiler
+# one line says so and the same code runs as pure Python, only slower.
+native: $(BIN)/.installed
+	@$(BIN)/python -m synth.build --if-stale || echo "make: the synthesizer runs as pure Python (python -m synth.build failed)"
+
+setup: $(BIN)/.installed native
 
 run: setup
 	$(BIN)/python -m ui.serve --server.headless true --server.address $(HOST) --server.port $(PORT)
@@ -44,4 +50,4 @@ bench-executor: setup
 	$(BIN)/python -m executor report --cases 30
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache synth/_compiled

@@ -1,7 +1,14 @@
 """synth: meshes, distributed array types, typed collectives, planners and schedules.
 
-Pure Python + numpy. Imports nothing from jax, simpy, plotly or streamlit.
+Pure Python + numpy. Imports nothing from jax, simpy, plotly or streamlit. Where
+``python -m synth.compiled build`` has compiled the hot modules (Cython), their compiled
+copies run while they match their sources (:mod:`synth.compiled`).
 """
+
+from synth import compiled as _compiled
+
+_compiled.install()  # before any other submodule is imported
+
 
 from synth.collectives import (
     COLLECTIVES,

@@ -228,8 +228,10 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
         per_run.append(r)
     same = all(d == digests[0] for d in digests[1:])
     diff = [i for i in range(len(digests[0])) if any(d[i] != digests[0][i] for d in digests[1:])]
+    from synth import compiled
+
     out = {"cases": cases, "seed": seed, "max_axes": max_axes, "max_rank": max_rank,
-           "auto_kw": auto_kw, "kinds": list(kinds), "runs": runs, "burn": burn,
+           "modules": compiled.summary(), "auto_kw": auto_kw, "kinds": list(kinds), "runs": runs, "burn": burn,
            "planners": per_run[0]["planners"], "per_run": per_run,
            "identical_plans": bool(same), "differing_cases": diff[:20]}
     if slowest:
@@ -245,6 +247,8 @@ def format_bench(res: dict) -> str:
     lines = [f"synth bench: {res['cases']} seeded random cases (seed {res['seed']}, rank <= "
              f"{res['max_rank']}, <= {res['max_axes']} mesh axes; a quarter each: the paper's "
              "precondition, even dims, uneven dims, pending sums), timed side by side"]
+    if res.get("modules"):
+        lines.append(f"  synthesizer modules: {res['modules']} (python -m synth.build --status)")
     for k, run in enumerate(res["per_run"]):
         if res["runs"] > 1:
             lines.append(f" run {k + 1}" + (f" (with {run['burners']} CPU burner processes)"

@@ -229,7 +229,7 @@ def _check_tradeoffs(peer, runnable):
     from synth.planners import TIE_TOLERANCE, DefaultCost, schedule_cost
 
     cases = {c["test"]: c for c in load_suite("dtensor" if peer.startswith("dtensor") else peer)["cases"]}
-    for t, r in runnable.items():
+    for t, _r in runnable.items():
         case = cases[t]
         ours = _synthesize(case["mesh"], case["src"], case["dst"], "auto", case["itemsize"],
                            (("budget_ms", BUDGET_MS),))

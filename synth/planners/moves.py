@@ -318,7 +318,7 @@ class Space:
             loc = list(loc_a)
             out = self.info(b[0])[1]
             n = 1
-            for _, j, X in step[1]:
+            for _, j, _X in step[1]:
                 loc[j] = out[j]
             for _, j, X in step[1]:  # a shared dst dim holds the product of its moves' pieces
                 nk = math.prod(sz[k] for k in X)
