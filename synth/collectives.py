@@ -286,6 +286,10 @@ class Collective(ABC):
         """Elements of the intermediate buffer an uneven dim's re-padding needs (0: none)."""
         return 0
 
+    def recv_elems_max(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> int:
+        """``max(recv_elems(...))``: what the most-receiving device receives."""
+        return int(self.recv_elems(t_in, t_out, mesh).max())
+
     def map_axes(self, fn) -> Collective:
         """This collective with each axis name ``a`` written as the names ``fn(a)``
         (e.g. the factors of a refined mesh it spans)."""
@@ -519,12 +523,15 @@ class AllPermute(Collective):
         return [blocks[int(s)] for s in src]
 
     def is_noop(self, t_in, mesh):
-        return bool((self.sources(t_in, mesh) == np.arange(mesh.size)).all())
+        return permute_is_noop(t_in, ArrayType.of(self.target), mesh)
 
     def recv_elems(self, t_in, t_out, mesh):
-        src = self.sources(t_in, mesh)
-        moved = src != np.arange(mesh.size)
+        moved = permute_moved(t_in, ArrayType.of(self.target), mesh)
         return np.where(moved, t_in.shard_elems(mesh), 0).astype(np.int64)
+
+    def recv_elems_max(self, t_in, t_out, mesh):
+        # a device that moves receives its whole shard; one moves unless none does
+        return 0 if self.is_noop(t_in, mesh) else t_in.shard_elems(mesh)
 
     def to_dict(self):
         return {"op": self.kind}
@@ -554,6 +561,30 @@ def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarra
     dim, same group size, see :class:`AllPermute`), see :func:`_pending_move_sources`."""
     if t_in.unreduced != t_out.unreduced:
         return _pending_move_sources(t_in, t_out, mesh)
+    have, want, need = _permute_keys(t_in, t_out, mesh)
+    ids = np.arange(mesh.size)
+    src = ids.copy()
+    if need.any():
+        order = np.argsort(have, kind="stable")
+        sorted_keys = have[order]
+        first = np.searchsorted(sorted_keys, want, side="left")
+        last = np.searchsorted(sorted_keys, want, side="right")
+        counts = {}
+        for d in np.nonzero(need)[0]:
+            lo, hi = first[d], last[d]
+            if hi == lo:  # cannot happen for types of one local shape (see AllPermute)
+                raise CollectiveError(f"AllPermute {t_in} -> {t_out}: no device holds the block of device {d}")
+            k = int(want[d])
+            j = counts.get(k, 0)
+            counts[k] = j + 1
+            src[d] = order[lo + j % (hi - lo)]
+    return src
+
+
+def _permute_keys(t_in: ArrayType, t_out: ArrayType, mesh: Mesh):
+    """``(have, want, need)`` of :func:`_permute_sources` (the same unreduced sets): per
+    device, the key of the block it holds and of the block it must hold, and whether it
+    must receive (the keys differ and its new block is not empty)."""
     empty = None
     if t_in.splits(mesh) == t_out.splits(mesh):
         nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
@@ -572,26 +603,51 @@ def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarra
         nu = math.prod(mesh.shape[a] for a in t_in.unreduced)
         have = have * nu + t_in.unreduced_index(mesh)
         want = want * nu + t_out.unreduced_index(mesh)
-    ids = np.arange(mesh.size)
-    src = ids.copy()
     need = have != want
     if empty is not None:
         need &= ~empty
-    if need.any():
-        order = np.argsort(have, kind="stable")
-        sorted_keys = have[order]
-        first = np.searchsorted(sorted_keys, want, side="left")
-        last = np.searchsorted(sorted_keys, want, side="right")
-        counts = {}
-        for d in np.nonzero(need)[0]:
-            lo, hi = first[d], last[d]
-            if hi == lo:  # cannot happen for types of one local shape (see AllPermute)
-                raise CollectiveError(f"AllPermute {t_in} -> {t_out}: no device holds the block of device {d}")
-            k = int(want[d])
-            j = counts.get(k, 0)
-            counts[k] = j + 1
-            src[d] = order[lo + j % (hi - lo)]
-    return src
+    return have, want, need
+
+
+_MOVED_MEMO = Memo("permute_moved")
+
+
+def permute_moved(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+    """``[num_devices]`` bool: the devices that receive in a permute from ``t_in`` to
+    ``t_out``, i.e. ``permute_sources(t_in, t_out, mesh) != arange(num_devices)``, without
+    assigning each one its holder (memoised, read-only). With the same unreduced sets a
+    device keeps its buffer exactly where it does not need to receive
+    (:func:`_permute_sources` sends it from a holder of its new block, and a device that
+    needs to receive holds another block), so this is ``need`` of :func:`_permute_keys`."""
+    def make():
+        if t_in.unreduced != t_out.unreduced:
+            return permute_sources(t_in, t_out, mesh) != np.arange(mesh.size)
+        return _permute_keys(t_in, t_out, mesh)[2]
+
+    return _MOVED_MEMO.get((t_in, t_out, mesh), make)
+
+
+def permute_is_noop(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> bool:
+    """True when a permute from ``t_in`` to ``t_out`` moves nothing
+    (``not permute_moved(...).any()``). With the same unreduced sets and the same blocks
+    per dim, decided on the types alone: a dim's block index is the mixed-radix number
+    over its axes of size > 1, which is the same function of the device on both sides
+    exactly when those axes are the same sequence (an axis on one side only, or two in
+    another order, changes one index and not the other at some device), and the device's
+    key combines the dims' indices one to one."""
+    if t_in.unreduced == t_out.unreduced and len(t_in.dims) == len(t_out.dims):
+        shape = mesh.shape
+        same = True
+        for a, b in zip(t_in.dims, t_out.dims):
+            ka = tuple(x for x in a.axes if shape[x] != 1)
+            kb = tuple(x for x in b.axes if shape[x] != 1)
+            if ka != kb:
+                if math.prod(shape[x] for x in ka) != math.prod(shape[x] for x in kb):
+                    break  # other blocks per dim: matched by the data they hold (arrays)
+                same = False
+        else:
+            return same
+    return not permute_moved(t_in, t_out, mesh).any()
 
 
 def _pending_move_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:

@@ -12,6 +12,7 @@ ids are what :mod:`synth.crossmesh` plans between.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -34,15 +35,27 @@ def is_identifier(name) -> bool:
 
 def parse_axis(name: str):
     """``(base, pre, size)`` for a sub-axis ``'x:(pre)size'``, ``(name, None, None)``
-    for a whole axis, ``None`` for anything else."""
+    for a whole axis, ``None`` for anything else (memoised for strings: a type's checks
+    parse the same few names many times)."""
+    if type(name) is str:
+        return _parse_axis_str(name)
     if not isinstance(name, str):
         return None
+    return _parse_axis(name)
+
+
+def _parse_axis(name: str):
     if _IDENT.fullmatch(name):
         return name, None, None
     m = _FACTOR.fullmatch(name)
     if not m:
         return None
     return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+#: Names :func:`parse_axis` keeps (a bounded cache: the answers are immutable).
+PARSE_AXIS_CACHE = 4096
+_parse_axis_str = functools.lru_cache(maxsize=PARSE_AXIS_CACHE)(_parse_axis)
 
 
 def factor_name(base: str, pre: int, size: int) -> str:

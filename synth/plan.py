@@ -161,9 +161,15 @@ class Plan:
 
     @property
     def recv_bytes_per_step(self) -> list[int]:
-        """Max over devices of the bytes received in each step."""
-        r = self.recv_bytes_per_device_per_step
-        return [int(v) for v in r.max(axis=1)] if len(r) else []
+        """Max over devices of the bytes received in each step (the maxima of
+        :attr:`recv_bytes_per_device_per_step`'s rows, found without building the rows)."""
+        return list(self._recv_bytes_per_step)
+
+    @cached_property
+    def _recv_bytes_per_step(self) -> tuple[int, ...]:
+        wt, wm = self.work_types, self.work_mesh
+        return tuple(c.recv_elems_max(a, b, wm) * self.itemsize
+                     for c, a, b in zip(self.steps, wt[:-1], wt[1:]))
 
     @cached_property
     def recv_bytes_max_device(self) -> int:

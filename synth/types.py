@@ -566,9 +566,6 @@ def _split_dims(body: str, text: str) -> list[str]:
 def _check_syntax(dims, unreduced=()):
     if not dims:
         raise TypeSpecError("ArrayType: a type needs at least one dimension")
-    seen: list[tuple[str, str]] = []
-    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
-    places += [("the unreduced set", a) for a in unreduced]
     for i, d in enumerate(dims):
         if isinstance(d.size, bool) or not isinstance(d.size, (int, np.integer)):
             raise TypeSpecError(f"ArrayType: dim {i} has size {d.size!r}, not an integer")
@@ -578,6 +575,15 @@ def _check_syntax(dims, unreduced=()):
             bad = _axis_problem(a)
             if bad:
                 raise TypeSpecError(f"ArrayType: dim {i} axis {bad}")
+    names = [a for d in dims for a in d.axes] + list(unreduced)
+    if len(set(names)) == len(names) and not any(":" in a for a in names):
+        # whole axes only (every name passed _axis_problem; unreduced names are checked by
+        # the caller): two overlap exactly when they are the same name, and none repeats
+        _limits.check_shape([d.size for d in dims], "ArrayType")
+        return
+    seen: list[tuple[str, str]] = []
+    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
+    places += [("the unreduced set", a) for a in unreduced]
     for where, a in places:
         for w0, b in seen:
             if a == b or _overlap(a, b):

@@ -1,0 +1,208 @@
+"""Round 7's per-call shortcuts give the answers of the general paths.
+
+* ``permute_is_noop`` (a permute's no-op test on the types alone where the unreduced sets
+  and the blocks per dim are the same) and ``permute_moved`` (the receiving devices
+  without assigning each its holder) against ``permute_sources``;
+* ``Collective.recv_elems_max`` and ``Plan.recv_bytes_per_step`` against the maxima of
+  the per-device arrays;
+* ``_check_syntax``'s path for whole axes against the pairwise check it skips;
+* ``parse_axis``'s cache against the parse;
+* ``Budget.probe`` as one class: limits, cuts and nesting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from synth.bench import bench_cases, check_plan_exact
+from synth.collectives import AllPermute, _permute_sources, permute_is_noop, permute_moved, permute_sources
+from synth.errors import TypeSpecError
+from synth.memo import clear_all
+from synth.mesh import Mesh, _parse_axis, parse_axis
+from synth.planners import synthesize
+from synth.planners.astar import Budget, OutOfWork
+from synth.types import ArrayType, Dim, _overlap, refine, refine_type
+
+
+def _types(mesh: Mesh, shape, unreduced_choices=((),)):
+    """Every type of ``shape`` over ``mesh``'s axes (each axis in at most one dim, any
+    order, at most 2 a dim) with each of the unreduced sets given."""
+    names = mesh.names
+    out = []
+    for u in unreduced_choices:
+        free = [a for a in names if a not in u]
+        for assign in itertools.product(range(len(shape) + 1), repeat=len(free)):
+            per = [[a for a, k in zip(free, assign) if k == i] for i in range(len(shape))]
+            if any(len(p) > 2 for p in per):
+                continue
+            for orders in itertools.product(*[list(itertools.permutations(p)) for p in per]):
+                out.append(ArrayType(tuple(Dim(n, o) for n, o in zip(shape, orders)), u))
+    return out
+
+
+def _slow_noop(t_in, t_out, mesh):
+    return bool((_permute_sources(t_in, t_out, mesh) == np.arange(mesh.size)).all())
+
+
+@pytest.mark.parametrize("mesh, shape, unreduced", [
+    ("x=2,y=1,z=2", (4, 2), ((), ("y",))),
+    ("x=2,y=3,w=1", (6, 3), ((),)),
+    ("x=2,y=2,w=1", (3, 5), ((),)),             # uneven: other blocks per dim
+    ("x=2,y=2,z=2", (8, 2), ((), ("z",), ("x",))),  # pending sums moving to other axes
+    ("a=2,b=2,u=1", (4, 4), ((), ("u",))),
+])
+def test_permute_noop_and_moved_are_the_sources(mesh, shape, unreduced):
+    mesh = Mesh.of(mesh)
+    types = _types(mesh, shape, unreduced)
+    by_local = {}
+    for t in types:
+        by_local.setdefault((t.local_shape(mesh), len(t.unreduced)), []).append(t)
+    pairs = noops = 0
+    for group in by_local.values():
+        for a, b in itertools.product(group, repeat=2):
+            try:
+                AllPermute(b).apply(a, mesh)
+            except Exception:
+                continue
+            clear_all()
+            slow = _permute_sources(a, b, mesh)
+            moved = slow != np.arange(mesh.size)
+            assert np.array_equal(permute_moved(a, b, mesh), moved), (a, b)
+            assert permute_is_noop(a, b, mesh) == (not moved.any()), (a, b)
+            assert AllPermute(b).is_noop(a, mesh) == (not moved.any())
+            rows = AllPermute(b).recv_elems(a, b, mesh)
+            assert np.array_equal(rows, np.where(moved, a.shard_elems(mesh), 0))
+            assert AllPermute(b).recv_elems_max(a, b, mesh) == int(rows.max())
+            assert np.array_equal(permute_sources(a, b, mesh), slow)
+            pairs += 1
+            noops += not moved.any()
+    assert pairs > 20 and 0 < noops < pairs
+
+
+def test_noop_test_on_the_types_alone_covers_size_one_relabels():
+    mesh = Mesh.of("x=2,y=2,w=1,v=1")
+    cases = [
+        ("[4{x,w}, 2{v}]", "[4{w,x}, 2]", True),    # size-1 axes moved, dropped
+        ("[4, 2{x}]", "[4{v}, 2{x}]", True),
+        ("[4{x,y}, 2]", "[4{y,x}, 2]", False),       # same axes, another order
+        ("[4{x}, 2{y}]", "[4{y}, 2{x}]", False),     # axes swapped between dims
+        ("[4{x}, 2]{U:y}", "[4{x,w}, 2]{U:y}", True),
+    ]
+    for a, b, noop in cases:
+        a, b = ArrayType.parse(a), ArrayType.parse(b)
+        assert permute_is_noop(a, b, mesh) is noop and _slow_noop(a, b, mesh) is noop, (a, b)
+
+
+def _bench_plans(n=60):
+    out = []
+    for mesh, src, dst in bench_cases(n, seed=5):
+        for planner in ("normal", "auto", "easy"):
+            kw = {"budget_moves": 2000} if planner == "auto" else {}
+            out.append(synthesize(mesh, src, dst, planner=planner, **kw))
+    return out
+
+
+def test_step_maxima_are_the_per_device_rows_maxima():
+    kinds = set()
+    for p in _bench_plans():
+        wm, wt = p.work_mesh, p.work_types
+        rows = p.recv_bytes_per_device_per_step
+        for c, a, b in zip(p.steps, wt[:-1], wt[1:]):
+            slow = c.recv_elems(a, b, wm)
+            assert c.recv_elems_max(a, b, wm) == int(slow.max())
+            kinds.add(c.kind)
+            if c.kind == "all_permute":
+                assert c.is_noop(a, wm) == _slow_noop(a, ArrayType.of(c.target), wm)
+        assert p.recv_bytes_per_step == ([int(v) for v in rows.max(axis=1)] if len(rows) else [])
+        assert p.noop_steps == tuple(
+            _slow_noop(a, ArrayType.of(c.target), wm) if c.kind == "all_permute" else c.is_noop(a, wm)
+            for c, a in zip(p.steps, wt[:-1]))
+    assert {"all_permute", "all_gather", "all_to_all", "dyn_slice"} <= kinds
+
+
+def test_plans_stay_exact_with_the_shortcuts():
+    for mesh, src, dst in bench_cases(12, seed=9):
+        if src.num_elems() > 20_000:
+            continue
+        check_plan_exact(synthesize(mesh, src, dst, planner="auto", budget_moves=3000))
+
+
+# -- type checks ------------------------------------------------------------------
+def _slow_overlaps(dims, unreduced):
+    """The pairwise check of _check_syntax (the error it raises, or None)."""
+    seen = []
+    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
+    places += [("the unreduced set", a) for a in unreduced]
+    for where, a in places:
+        for w0, b in seen:
+            if a == b or _overlap(a, b):
+                same = "the same axis" if a == b else "overlapping factors of one axis"
+                at = f"{w0} and {where}" if w0 != where else f"{where} twice"
+                return (f"ArrayType: {a!r} and {b!r} are {same}, used in {at}; a mesh axis (or "
+                        "a factor of it) may appear at most once in a type, counting the "
+                        "unreduced set")
+        seen.append((where, a))
+    return None
+
+
+def test_whole_axis_types_are_checked_as_the_pairwise_check_does():
+    rng = random.Random(7)
+    pool = ["x", "y", "z", "x:(1)2", "x:(2)2", "y:(1)3", "w"]
+    checked = errors = 0
+    for _ in range(3000):
+        rank = rng.randint(1, 3)
+        dims = tuple(Dim(rng.randint(1, 12), tuple(rng.sample(pool, rng.randint(0, 2)))) for _ in range(rank))
+        u = tuple(rng.sample(pool, rng.randint(0, 2)))
+        want = _slow_overlaps(dims, tuple(sorted(u, key=lambda a: (parse_axis(a)[0], parse_axis(a)[1] or 0))))
+        try:
+            ArrayType(dims, u)
+            got = None
+        except TypeSpecError as e:
+            got = str(e)
+        assert got == want, (dims, u)
+        checked += 1
+        errors += got is not None
+    assert checked == 3000 and 0 < errors < checked
+
+
+def test_parse_axis_cache_answers_as_the_parse():
+    names = ["x", "_a1", "x:(1)2", "x:(2)4", "x:(0)1", "1x", "x y", "é", "", "x:(2)", "data:(12)3"]
+    for _ in range(2):
+        for a in names:
+            assert parse_axis(a) == _parse_axis(a)
+    for bad in (None, 3, ("x",), ["x"]):
+        assert parse_axis(bad) is None
+
+    class S(str):
+        pass
+
+    assert parse_axis(S("x:(1)2")) == ("x", 1, 2)
+
+
+# -- the probe ------------------------------------------------------------------------
+def test_probe_limits_cuts_and_restores():
+    b = Budget(100, 1e18)
+    with b.probe(10) as pr:
+        assert b.limit == 10
+        with b.probe(50) as inner:
+            assert b.limit == 10  # the tighter limit stays
+        assert inner.cut is False and b.limit == 10
+        b.tick(5)
+        b.tick(6)  # past the probe: cut, swallowed
+    assert pr.cut is True and b.limit == 100 and b.used == 11
+    b2 = Budget(5, 1e18)
+    with pytest.raises(OutOfWork):
+        with b2.probe(10) as pr2:
+            b2.tick(6)  # past the whole budget: not the probe's cut
+    assert pr2.cut is False and b2.limit == 5
+
+
+def test_refined_types_keep_their_noops():
+    mesh = Mesh.of("x=4,w=1")
+    work, (s, d) = refine(mesh, [ArrayType.parse("[8{x:(1)2}, 4{w}]"), ArrayType.parse("[8{x:(1)2}, 4]")])
+    assert permute_is_noop(s, d, work) and _slow_noop(s, d, work)
+    assert refine_type(s, work) == s
