@@ -61,6 +61,23 @@ from synth.mesh import Mesh
 from synth.types import ArrayType
 
 
+class _Who:
+    """A type rule's name for its error messages (``f"{who}: ..."``), formatted only when
+    a message is: the rules run on every step of every plan built, and formatting the
+    types cost more than the checks."""
+
+    __slots__ = ("fmt", "args")
+
+    def __init__(self, fmt: str, *args):
+        self.fmt, self.args = fmt, args
+
+    def __str__(self) -> str:
+        return self.fmt.format(*self.args)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 def _check_dim(t: ArrayType, dim: int, who: str):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not (0 <= dim < t.rank):
         raise CollectiveError(f"{who}: dim {dim!r} is out of range for rank-{t.rank} type {t}")
@@ -318,7 +335,7 @@ class DynSlice(Collective):
         _canonical_axis(self, "DynSlice")
 
     def apply(self, t, mesh):
-        who = f"DynSlice(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("DynSlice(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -338,6 +355,9 @@ class DynSlice(Collective):
         fine = t_out.local_shape(mesh)[self.dim]
         if loc_in[self.dim] < n * fine:
             return n * fine * _rest(loc_in, self.dim)
+        return 0
+
+    def recv_elems_max(self, t_in, t_out, mesh):
         return 0
 
     def recv_elems(self, t_in, t_out, mesh):
@@ -365,7 +385,7 @@ class AllGather(Collective):
         _canonical_axis(self, "AllGather")
 
     def apply(self, t, mesh):
-        who = f"AllGather(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("AllGather(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -386,9 +406,12 @@ class AllGather(Collective):
         raw = n * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_in.shard_elems(mesh)
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -414,7 +437,7 @@ class AllToAll(Collective):
         _canonical_axis(self, "AllToAll")
 
     def apply(self, t, mesh):
-        who = f"AllToAll(src_dim={self.src_dim}, dst_dim={self.dst_dim}, axis={self.axis!r}) on {t}"
+        who = _Who("AllToAll(src_dim={}, dst_dim={}, axis={!r}) on {}", self.src_dim, self.dst_dim, self.axis, t)
         _check_dim(t, self.src_dim, who)
         _check_dim(t, self.dst_dim, who)
         if self.src_dim == self.dst_dim:
@@ -460,9 +483,12 @@ class AllToAll(Collective):
         raw = math.prod(loc)
         return max(sent if sent > a else 0, raw if raw > b else 0)
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
+        return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim,
@@ -496,7 +522,7 @@ class AllPermute(Collective):
 
     def apply(self, t, mesh):
         tgt = ArrayType.of(self.target)
-        who = f"AllPermute(target={tgt}) on {t}"
+        who = _Who("AllPermute(target={}) on {}", tgt, t)
         if tgt.shape != t.shape:
             raise CollectiveError(f"{who}: global shapes differ ({t.shape} vs {tgt.shape})")
         tgt.check(mesh, "AllPermute target")
@@ -707,7 +733,7 @@ class AllReduce(Collective):
         _canonical_axis(self, "AllReduce")
 
     def apply(self, t, mesh):
-        who = f"AllReduce(axis={self.axis!r}) on {t}"
+        who = _Who("AllReduce(axis={!r}) on {}", self.axis, t)
         names = _axes_tuple(self.axis)
         _group_size(mesh, names)
         _pending(t, names, who)
@@ -716,9 +742,12 @@ class AllReduce(Collective):
     def run(self, blocks, t_in, t_out, mesh):
         return [sum(blocks[s] for s in _group_of(mesh, self.axis, d)) for d in range(len(blocks))]
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, 2 * (n - 1) * t_in.shard_elems(mesh) // n, dtype=np.int64)
+        return 2 * (n - 1) * t_in.shard_elems(mesh) // n
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
@@ -748,7 +777,7 @@ class ReduceScatter(Collective):
         _canonical_axis(self, "ReduceScatter")
 
     def apply(self, t, mesh):
-        who = f"ReduceScatter(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("ReduceScatter(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -775,9 +804,12 @@ class ReduceScatter(Collective):
         sent = self._sent_elems(t_in, t_out, mesh)
         return sent if sent > t_in.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_out.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_out.shard_elems(mesh)
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -799,7 +831,7 @@ class Unreduce(Collective):
         _canonical_axis(self, "Unreduce")
 
     def apply(self, t, mesh):
-        who = f"Unreduce(axis={self.axis!r}) on {t}"
+        who = _Who("Unreduce(axis={!r}) on {}", self.axis, t)
         names = _axes_tuple(self.axis)
         _group_size(mesh, names)
         _unused(t, names, who)
@@ -808,6 +840,9 @@ class Unreduce(Collective):
     def run(self, blocks, t_in, t_out, mesh):
         return [b if _group_index(mesh, self.axis, d) == 0 else np.zeros_like(b)
                 for d, b in enumerate(blocks)]
+
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
 
     def recv_elems(self, t_in, t_out, mesh):
         return np.zeros(mesh.size, dtype=np.int64)
@@ -989,6 +1024,9 @@ class MultiDynSlice(_MultiMixin, Collective):
         p = math.prod(self.padded_shape(t_in, t_out, mesh))
         return p if p > t_in.shard_elems(mesh) else 0
 
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
+
     def recv_elems(self, t_in, t_out, mesh):
         return np.zeros(mesh.size, dtype=np.int64)
 
@@ -1026,9 +1064,12 @@ class MultiAllGather(_MultiMixin, Collective):
         raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_in.shard_elems(mesh)
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
@@ -1180,9 +1221,12 @@ class MultiAllToAll(_MultiMixin, Collective):
         raw = math.prod(self.raw_shape(t_in, t_out, mesh))
         return max(sent if sent > a else 0, raw if raw > b else 0)
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
+        return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
+
+    def recv_elems(self, t_in, t_out, mesh):
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"src_dim": s, "dst_dim": d, "axis": _axis_json(a)}
@@ -1214,7 +1258,7 @@ class ShardedToUnreduced(Collective):
         _canonical_axis(self, "ShardedToUnreduced")
 
     def apply(self, t, mesh):
-        who = f"ShardedToUnreduced(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("ShardedToUnreduced(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -1238,6 +1282,9 @@ class ShardedToUnreduced(Collective):
     def repad_elems(self, t_in, t_out, mesh):
         raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
+
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
 
     def recv_elems(self, t_in, t_out, mesh):
         return np.zeros(mesh.size, dtype=np.int64)

@@ -350,20 +350,28 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
     ``(nR - 1) * N`` values, so some device receives at least ``(nR - 1) * N / P`` of
     them (``P`` devices). For a reduce-scatter this equals what a ring receives."""
     work, (src, dst) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
+    reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
+    if not dst.unreduced and reduced:
+        # Each element's nR partials sit on nR devices; combining them takes at
+        # least nR - 1 received values, spread at best evenly over all devices.
+        n_r = math.prod(work.shape[a] for a in reduced)
+        total = -(-(n_r - 1) * src.num_elems() // work.size)
+        # the largest target block is device 0's (block 0 of every dim is its whole
+        # local size, no other block is longer): the target's shard, without the
+        # per-device boxes
+        return max(dst.shard_elems(work), total) * itemsize
+    names = work.names
+    if dst.unreduced and reduced and all(a in names for a in dst.unreduced):
+        # _pending_bound_elems with R not empty: each group needs its whole block, the
+        # largest of which is the target's shard (as above)
+        g_size = math.prod(work.shape[a] for a in dst.unreduced)
+        return -(-dst.shard_elems(work) // g_size) * itemsize
     s0, s1 = src.regions(work)
     d0, d1 = dst.regions(work)
     block = np.maximum(d1 - d0, 0).prod(axis=1)
-    reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
     if not dst.unreduced:
-        if reduced:
-            # Each element's nR partials sit on nR devices; combining them takes at
-            # least nR - 1 received values, spread at best evenly over all devices.
-            n_r = math.prod(work.shape[a] for a in reduced)
-            total = -(-(n_r - 1) * src.num_elems() // work.size)
-            return max(int(block.max()), total) * itemsize
         overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
         return int((block - overlap).max()) * itemsize
-    names = work.names
     if all(a in names for a in dst.unreduced):
         return _pending_bound_elems(work, src, dst, s0, s1, d0, d1, block, reduced) * itemsize
     from synth.collectives import groups_of

@@ -312,11 +312,14 @@ class ArrayType:
         """Validate against ``mesh``: known axes, sub-axes that fit their axis and do not
         overlap. Returns the canonical form (adjacent factors merged, a factor that is a
         whole axis written as the axis)."""
+        names = mesh.shape.keys()
         for i, d in enumerate(self.dims):
             for a in d.axes:
-                self._check_name(mesh, a, f"{what} {self}: dim {i}")
+                if a not in names:  # (the message is formatted only for such a name)
+                    self._check_name(mesh, a, f"{what} {self}: dim {i}")
         for a in self.unreduced:
-            self._check_name(mesh, a, f"{what} {self}: the unreduced set")
+            if a not in names:
+                self._check_name(mesh, a, f"{what} {self}: the unreduced set")
         if mesh.base:
             return self
         _check_cuts(self, mesh, what)

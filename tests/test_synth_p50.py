@@ -206,3 +206,78 @@ def test_refined_types_keep_their_noops():
     work, (s, d) = refine(mesh, [ArrayType.parse("[8{x:(1)2}, 4{w}]"), ArrayType.parse("[8{x:(1)2}, 4]")])
     assert permute_is_noop(s, d, work) and _slow_noop(s, d, work)
     assert refine_type(s, work) == s
+
+
+# -- error messages formatted on demand -----------------------------------------------
+def test_type_rule_messages_are_the_eager_ones():
+    from synth.collectives import (
+        AllGather,
+        AllReduce,
+        AllToAll,
+        DynSlice,
+        ReduceScatter,
+        ShardedToUnreduced,
+        Unreduce,
+    )
+    from synth.errors import CollectiveError
+
+    mesh = Mesh.of("x=2,y=3")
+    t = ArrayType.parse("[6{x}, 4]{U:y}")
+    cases = [
+        (DynSlice(5, "y"), f"DynSlice(dim=5, axis='y') on {t}"),
+        (AllGather(1, "x"), f"AllGather(dim=1, axis='x') on {t}"),
+        (AllToAll(0, 0, "x"), f"AllToAll(src_dim=0, dst_dim=0, axis='x') on {t}"),
+        (AllPermute(ArrayType.parse("[6, 4{x}]{U:y}")), f"AllPermute(target=[6, 4{{x}}]{{U:y}}) on {t}"),
+        (AllReduce("x"), f"AllReduce(axis='x') on {t}"),
+        (ReduceScatter(1, "x"), f"ReduceScatter(dim=1, axis='x') on {t}"),
+        (Unreduce("x"), f"Unreduce(axis='x') on {t}"),
+        (ShardedToUnreduced(1, "x"), f"ShardedToUnreduced(dim=1, axis='x') on {t}"),
+    ]
+    for c, who in cases:
+        with pytest.raises(CollectiveError) as e:
+            c.apply(t, mesh)
+        assert str(e.value).startswith(who + ": "), (str(e.value), who)
+
+
+def test_check_words_unknown_axes_as_before():
+    with pytest.raises(TypeSpecError, match=r"source type \[4\{q\}\]: dim 0 uses axis 'q'"):
+        ArrayType.parse("[4{q}]").check(Mesh.of("x=2"), "source type")
+    with pytest.raises(TypeSpecError, match=r"the unreduced set uses axis 'q'"):
+        ArrayType.parse("[4]{U:q}").check(Mesh.of("x=2"), "source type")
+    assert ArrayType.parse("[4{x:(1)2}]").check(Mesh.of("x=4")) == ArrayType.parse("[4{x:(1)2}]")
+
+
+# -- the receive bound with sums reduced on the way ---------------------------------
+def _bound_from_boxes(mesh, src, dst, itemsize):
+    """recv_lower_bound_bytes's reduced-sums branches from the per-device boxes."""
+    import math
+
+    from synth.collectives import groups_of
+
+    work, (s, d) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
+    d0, d1 = d.regions(work)
+    block = np.maximum(d1 - d0, 0).prod(axis=1)
+    reduced = [a for a in s.unreduced if a not in d.unreduced and work.shape[a] > 1]
+    assert reduced
+    if not d.unreduced:
+        n_r = math.prod(work.shape[a] for a in reduced)
+        return max(int(block.max()), -(-(n_r - 1) * s.num_elems() // work.size)) * itemsize
+    return max(-(-int(block[list(g)[0]]) // len(g)) for g in groups_of(work, d.unreduced)) * itemsize
+
+
+def test_reduced_sums_bound_without_boxes_is_the_boxes_bound():
+    from synth.plan import recv_lower_bound_bytes
+
+    seen = 0
+    for mesh, src, dst in bench_cases(400, seed=11):
+        work, (s, d) = refine(mesh, [src, dst])
+        if not any(a not in d.unreduced and work.shape[a] > 1 for a in s.unreduced):
+            continue
+        assert recv_lower_bound_bytes(mesh, src, dst, 4) == _bound_from_boxes(mesh, src, dst, 4), (mesh, src, dst)
+        seen += 1
+    for mesh, src, dst in [("x=3,y=2", "[5{x}, 3]{U:y}", "[5, 3{x}]"), ("x=4", "[7, 3]{U:x}", "[7{x}, 3]"),
+                           ("x=2,y=2,z=2", "[5{x}]{U:y,z}", "[5]{U:z}"), ("a=4,b=2", "[9{a:(1)2}]{U:b}", "[9]{U:a:(2)2}")]:
+        m, s_, d_ = Mesh.of(mesh), ArrayType.parse(src), ArrayType.parse(dst)
+        assert recv_lower_bound_bytes(m, s_, d_, 2) == _bound_from_boxes(m, s_, d_, 2)
+        seen += 1
+    assert seen > 40
