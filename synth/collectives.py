@@ -307,6 +307,12 @@ class Collective(ABC):
         """``max(recv_elems(...))``: what the most-receiving device receives."""
         return int(self.recv_elems(t_in, t_out, mesh).max())
 
+    def _recv_uniform(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+        """``recv_elems`` of a kind whose every device receives the same,
+        :meth:`recv_elems_max` (a kind sets ``recv_elems = Collective._recv_uniform``;
+        ``Plan.recv_bytes_max_device`` then sums the maxima without the rows)."""
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+
     def map_axes(self, fn) -> Collective:
         """This collective with each axis name ``a`` written as the names ``fn(a)``
         (e.g. the factors of a refined mesh it spans)."""
@@ -360,8 +366,7 @@ class DynSlice(Collective):
     def recv_elems_max(self, t_in, t_out, mesh):
         return 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -410,8 +415,7 @@ class AllGather(Collective):
         n = _group_size(mesh, self.axis)
         return (n - 1) * t_in.shard_elems(mesh)
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -487,8 +491,7 @@ class AllToAll(Collective):
         n = _group_size(mesh, self.axis)
         return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim,
@@ -746,8 +749,7 @@ class AllReduce(Collective):
         n = _group_size(mesh, self.axis)
         return 2 * (n - 1) * t_in.shard_elems(mesh) // n
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
@@ -808,8 +810,7 @@ class ReduceScatter(Collective):
         n = _group_size(mesh, self.axis)
         return (n - 1) * t_out.shard_elems(mesh)
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -844,8 +845,7 @@ class Unreduce(Collective):
     def recv_elems_max(self, t_in, t_out, mesh):
         return 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
@@ -1027,8 +1027,7 @@ class MultiDynSlice(_MultiMixin, Collective):
     def recv_elems_max(self, t_in, t_out, mesh):
         return 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
@@ -1068,8 +1067,7 @@ class MultiAllGather(_MultiMixin, Collective):
         n = _group_size(mesh, self.axis)
         return (n - 1) * t_in.shard_elems(mesh)
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
@@ -1225,8 +1223,7 @@ class MultiAllToAll(_MultiMixin, Collective):
         n = _group_size(mesh, self.axis)
         return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"src_dim": s, "dst_dim": d, "axis": _axis_json(a)}
@@ -1286,8 +1283,7 @@ class ShardedToUnreduced(Collective):
     def recv_elems_max(self, t_in, t_out, mesh):
         return 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}

@@ -199,7 +199,15 @@ class Mesh:
         for name, n in self.axes:
             for pre, size in _atoms(n, cuts.get(name, ())):
                 axes.append((name if size == n else factor_name(name, pre, size), size))
-        return Mesh(tuple(axes), self.axes)
+        # the checks of Mesh(axes, self.axes) that can fail on a refinement of a checked
+        # mesh: the names are factor names of its identifiers (distinct), each size divides
+        # an axis size and the device count is the same; only the number of axes grows
+        _limits.check("mesh_axes", len(axes), "Mesh: number of axes")
+        m = object.__new__(Mesh)
+        object.__setattr__(m, "axes", tuple(axes))
+        object.__setattr__(m, "base", self.axes)
+        object.__setattr__(m, "devices", ())
+        return m
 
     def axis_coords(self, name: str) -> np.ndarray:
         """``[num_devices]``: every device's coordinate on ``name`` (an axis or a sub-axis)."""

@@ -173,8 +173,22 @@ class Plan:
 
     @cached_property
     def recv_bytes_max_device(self) -> int:
-        r = self.recv_bytes_per_device_per_step
-        return int(r.sum(axis=0).max()) if len(r) else 0
+        """Max over devices of the bytes received over all steps: the sum of
+        :attr:`recv_bytes_per_device_per_step`'s rows, its maximum (steps whose every device
+        receives the same add their maximum to each device, without a row)."""
+        r = self.__dict__.get("recv_bytes_per_device_per_step")
+        if r is not None or not self.steps:
+            r = self.recv_bytes_per_device_per_step
+            return int(r.sum(axis=0).max()) if len(r) else 0
+        wt, wm, isz = self.work_types, self.work_mesh, self.itemsize
+        same, rows = 0, None
+        for c, a, b in zip(self.steps, wt[:-1], wt[1:]):
+            if type(c).recv_elems is Collective._recv_uniform:
+                same += c.recv_elems_max(a, b, wm) * isz
+            else:
+                row = c.recv_elems(a, b, wm) * isz
+                rows = row if rows is None else rows + row
+        return same + (int(rows.max()) if rows is not None else 0)
 
     @cached_property
     def recv_lower_bound_bytes(self) -> int:

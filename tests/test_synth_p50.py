@@ -107,8 +107,15 @@ def _bench_plans(n=60):
 
 
 def test_step_maxima_are_the_per_device_rows_maxima():
+    from synth.plan import Plan
+
     kinds = set()
     for p in _bench_plans():
+        fresh = Plan(p.mesh, p.src, p.dst, p.steps, p.types, p.itemsize, p.planner)
+        got = fresh.recv_bytes_max_device  # before the rows are built
+        assert "recv_bytes_per_device_per_step" not in fresh.__dict__ or not p.steps
+        r = fresh.recv_bytes_per_device_per_step
+        assert got == (int(r.sum(axis=0).max()) if len(r) else 0)
         wm, wt = p.work_mesh, p.work_types
         rows = p.recv_bytes_per_device_per_step
         for c, a, b in zip(p.steps, wt[:-1], wt[1:]):
@@ -281,3 +288,27 @@ def test_reduced_sums_bound_without_boxes_is_the_boxes_bound():
         assert recv_lower_bound_bytes(m, s_, d_, 2) == _bound_from_boxes(m, s_, d_, 2)
         seen += 1
     assert seen > 40
+
+
+# -- refined meshes built without re-checking -----------------------------------------
+def test_refined_mesh_is_the_checked_construction(monkeypatch):
+    from synth.limits import LimitError
+    from synth.planners.moves import work_mesh
+
+    for text in ("x=12", "x=4,y=6,z=5,w=1", "a=8,b=3", "x=2,y=2@0,2,4,6", "p=30,q=7"):
+        mesh = Mesh.of(text)
+        w = work_mesh(mesh, [])
+        if w is mesh:
+            continue
+        checked = Mesh(w.axes, w.base)
+        assert w == checked and hash(w) == hash(checked) and repr(w) == repr(checked)
+        assert w.shape == checked.shape and w.size == mesh.size and w.devices == ()
+        assert np.array_equal(w.coords, checked.coords)
+    # the one check a refinement can fail: more axes than the limit allows
+    monkeypatch.setenv("REDIST_LIMIT_MESH_AXES", "4")
+    mesh = Mesh.of("x=8,y=4")  # 3 + 2 prime factors
+    with pytest.raises(LimitError) as e:
+        work_mesh(mesh, [])
+    with pytest.raises(LimitError) as e2:
+        Mesh(tuple((f"x:({2 ** i})2", 2) for i in range(3)) + (("y:(1)2", 2), ("y:(2)2", 2)), mesh.axes)
+    assert str(e.value) == str(e2.value)
