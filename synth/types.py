@@ -302,10 +302,25 @@ class ArrayType:
     def with_dim_axes(self, i: int, axes: tuple[str, ...]) -> ArrayType:
         dims = list(self.dims)
         dims[i] = Dim(dims[i].size, tuple(axes))
-        return ArrayType(tuple(dims), self.unreduced)
+        return self._rewritten(tuple(dims), self.unreduced)
 
     def with_unreduced(self, unreduced) -> ArrayType:
-        return ArrayType(self.dims, tuple(unreduced))
+        return self._rewritten(self.dims, tuple(unreduced))
+
+    def _rewritten(self, dims: tuple[Dim, ...], unreduced: tuple) -> ArrayType:
+        """``ArrayType(dims, unreduced)`` for ``dims`` of this type's sizes: where its names
+        (dims and unreduced set) are distinct names of this type, every check of
+        ``__post_init__`` holds already (the same rank and sizes, names that are valid and
+        do not overlap), so the type is built without them (a gather, an all-to-all, a
+        reduction); otherwise it is checked as any type."""
+        try:
+            names = [a for d in dims for a in d.axes]
+            names += unreduced
+            if len(set(names)) == len(names) and set(names) <= set(self.all_axes):
+                return ArrayType._derived(dims, unreduced)
+        except TypeError:  # an unhashable name: let the check word it
+            pass
+        return ArrayType(dims, unreduced)
 
     # -- mesh-dependent -----------------------------------------------------
     def check(self, mesh: Mesh, what: str = "type") -> ArrayType:

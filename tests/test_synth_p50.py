@@ -312,3 +312,37 @@ def test_refined_mesh_is_the_checked_construction(monkeypatch):
     with pytest.raises(LimitError) as e2:
         Mesh(tuple((f"x:({2 ** i})2", 2) for i in range(3)) + (("y:(1)2", 2), ("y:(2)2", 2)), mesh.axes)
     assert str(e.value) == str(e2.value)
+
+
+# -- rewritten types built without re-checking ------------------------------------------
+def test_rewritten_types_are_the_checked_ones():
+    """with_dim_axes / with_unreduced give the value ArrayType(...) gives, or its error."""
+    rng = random.Random(3)
+    pool = ["x", "y", "z", "x:(1)2", "x:(2)2", "w", "1bad", "x:(2)2"]
+    base = [ArrayType.parse(t) for t in ("[8{x,y}, 6{z}]{U:w}", "[8{x:(1)2}, 6{y}]{U:x:(2)2}",
+                                         "[4, 2{w}, 3]{U:y,z}", "[12{y,x}]")]
+    skipped = checked = 0
+    for _ in range(4000):
+        t = rng.choice(base)
+        names = list(t.all_axes) + pool
+        if rng.random() < 0.5:
+            i = rng.randrange(t.rank)
+            axes = tuple(rng.sample(names, rng.randint(0, 3)))
+            dims = list(t.dims)
+            dims[i] = Dim(dims[i].size, axes)
+            make, args = (lambda t=t, i=i, axes=axes: t.with_dim_axes(i, axes)), (tuple(dims), t.unreduced)
+        else:
+            u = tuple(rng.sample(names, rng.randint(0, 3)))
+            make, args = (lambda t=t, u=u: t.with_unreduced(u)), (t.dims, u)
+        try:
+            want = ArrayType(*args)
+        except TypeSpecError as e:
+            with pytest.raises(TypeSpecError) as got:
+                make()
+            assert str(got.value) == str(e)
+            checked += 1
+            continue
+        got = make()
+        assert got == want and hash(got) == hash(want) and str(got) == str(want)
+        skipped += set(got.all_axes) <= set(t.all_axes)
+    assert skipped > 500 and checked > 500
