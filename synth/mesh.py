@@ -181,9 +181,9 @@ class Mesh:
                 f"e.g. {base}:(1){_smallest_factor(n)}"
             )
 
-    @property
+    @cached_property
     def base_mesh(self) -> Mesh:
-        """The mesh this one refines (itself when it is not refined)."""
+        """The mesh this one refines (itself when it is not refined; built once)."""
         return Mesh(self.base) if self.base else self
 
     def refine(self, cuts: dict[str, set[int]]) -> Mesh:

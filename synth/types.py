@@ -286,7 +286,10 @@ class ArrayType:
     @property
     def used_axes(self) -> tuple[str, ...]:
         """Axes that split a dimension (not the unreduced ones)."""
-        return tuple(a for d in self.dims for a in d.axes)
+        out = ()
+        for d in self.dims:  # (concatenation: cheaper than a generator for a few dims)
+            out += d.axes
+        return out
 
     @property
     def all_axes(self) -> tuple[str, ...]:
@@ -365,10 +368,10 @@ class ArrayType:
     def canonical(self, mesh: Mesh) -> ArrayType:
         """The canonical form on ``mesh`` (a mesh that is not refined): adjacent factors
         of one axis merge (``x:(1)2,x:(2)4`` is ``x`` on ``x=8``)."""
-        if mesh.base:
-            mesh = mesh.base_mesh
         if not any(":" in a for a in self.all_axes):
             return self
+        if mesh.base:
+            mesh = mesh.base_mesh
         dims = tuple(Dim(d.size, _merge(mesh, d.axes)) for d in self.dims)
         u = sorted(self.unreduced, key=lambda a: (mesh.names.index(parse_axis(a)[0]),
                                                   parse_axis(a)[1] or 1))

@@ -346,3 +346,17 @@ def test_rewritten_types_are_the_checked_ones():
         assert got == want and hash(got) == hash(want) and str(got) == str(want)
         skipped += set(got.all_axes) <= set(t.all_axes)
     assert skipped > 500 and checked > 500
+
+
+def test_base_mesh_is_built_once_and_used_axes_are_in_order():
+    from synth.planners.moves import work_mesh
+
+    w = work_mesh(Mesh.of("x=12,y=2"), [])
+    assert w.base_mesh is w.base_mesh and w.base_mesh == Mesh(w.base) == Mesh.of("x=12,y=2")
+    plain = Mesh.of("x=2")
+    assert plain.base_mesh is plain
+    t = ArrayType.parse("[8{x,y}, 4, 6{z}]{U:w}")
+    assert t.used_axes == ("x", "y", "z") and t.all_axes == ("x", "y", "z", "w")
+    assert ArrayType.parse("[8]").used_axes == ()
+    # canonical on a refined mesh: names without factors stay as they are
+    assert t.canonical(work_mesh(Mesh.of("x=2,y=2,z=3,w=4"), [])) is t
