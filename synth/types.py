@@ -382,18 +382,39 @@ class ArrayType:
 
     def splits(self, mesh: Mesh) -> tuple[int, ...]:
         """Per dim, the number of blocks (product of its axes' sizes)."""
-        return tuple(math.prod(mesh.shape[a] for a in d.axes) for d in self.dims)
+        shape = mesh.shape
+        out = []
+        for d in self.dims:  # (plain loops: these run for every type of every plan built)
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            out.append(k)
+        return tuple(out)
 
     def local_shape(self, mesh: Mesh) -> tuple[int, ...]:
         """Shard shape, padding included: ``ceil(size / split)`` per dim."""
-        return tuple(-(-d.size // math.prod(mesh.shape[a] for a in d.axes)) for d in self.dims)
+        shape = mesh.shape
+        out = []
+        for d in self.dims:
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            out.append(-(-d.size // k))
+        return tuple(out)
 
     def is_even(self, mesh: Mesh) -> bool:
         return all(d.size % k == 0 for d, k in zip(self.dims, self.splits(mesh)))
 
     def shard_elems(self, mesh: Mesh) -> int:
-        """Elements of one (padded) shard."""
-        return math.prod(self.local_shape(mesh))
+        """Elements of one (padded) shard (the product of :meth:`local_shape`)."""
+        shape = mesh.shape
+        n = 1
+        for d in self.dims:
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            n *= -(-d.size // k)
+        return n
 
     def num_elems(self) -> int:
         return math.prod(self.shape)

@@ -360,3 +360,23 @@ def test_base_mesh_is_built_once_and_used_axes_are_in_order():
     assert ArrayType.parse("[8]").used_axes == ()
     # canonical on a refined mesh: names without factors stay as they are
     assert t.canonical(work_mesh(Mesh.of("x=2,y=2,z=3,w=4"), [])) is t
+
+
+def test_shard_arithmetic_is_the_products():
+    import math
+
+    for mesh, src, dst in bench_cases(300, seed=13):
+        work, (s, d) = refine(mesh, [src, dst])
+        for t, m in ((src, mesh), (dst, mesh), (s, work), (d, work)):
+            splits = tuple(math.prod(m.shape[a] for a in dd.axes) for dd in t.dims)
+            local = tuple(-(-dd.size // k) for dd, k in zip(t.dims, splits))
+            assert t.splits(m) == splits and t.local_shape(m) == local
+            assert t.shard_elems(m) == math.prod(local)
+    # a sub-axis on the user's mesh resolves (and is checked) as before
+    t = ArrayType.parse("[9{x:(2)3}, 4]")
+    assert t.local_shape(Mesh.of("x=6")) == (3, 4) and t.shard_elems(Mesh.of("x=6")) == 12
+    with pytest.raises(Exception) as e1:
+        ArrayType.parse("[9{x:(4)3}, 4]").local_shape(Mesh.of("x=6"))
+    with pytest.raises(Exception) as e2:
+        math.prod(Mesh.of("x=6").shape[a] for a in ("x:(4)3",))
+    assert type(e1.value) is type(e2.value) and str(e1.value) == str(e2.value)
