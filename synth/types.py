@@ -315,12 +315,19 @@ class ArrayType:
         (dims and unreduced set) are distinct names of this type, every check of
         ``__post_init__`` holds already (the same rank and sizes, names that are valid and
         do not overlap), so the type is built without them (a gather, an all-to-all, a
-        reduction); otherwise it is checked as any type."""
+        reduction); so too where this type names no sub-axis and the other names are whole
+        axes (valid identifiers; distinct whole axes never overlap: a slice, an unreduce);
+        otherwise it is checked as any type."""
         try:
             names = [a for d in dims for a in d.axes]
             names += unreduced
-            if len(set(names)) == len(names) and set(names) <= set(self.all_axes):
-                return ArrayType._derived(dims, unreduced)
+            distinct = set(names)
+            if len(distinct) == len(names):
+                old = self.all_axes
+                new = distinct.difference(old)
+                if not new or (not any(":" in a for a in old) and all(
+                        type(a) is str and ":" not in a and parse_axis(a) is not None for a in new)):
+                    return ArrayType._derived(dims, unreduced)
         except TypeError:  # an unhashable name: let the check word it
             pass
         return ArrayType(dims, unreduced)

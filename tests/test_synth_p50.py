@@ -318,10 +318,10 @@ def test_refined_mesh_is_the_checked_construction(monkeypatch):
 def test_rewritten_types_are_the_checked_ones():
     """with_dim_axes / with_unreduced give the value ArrayType(...) gives, or its error."""
     rng = random.Random(3)
-    pool = ["x", "y", "z", "x:(1)2", "x:(2)2", "w", "1bad", "x:(2)2"]
+    pool = ["x", "y", "z", "x:(1)2", "x:(2)2", "w", "1bad", "x:(2)2", "q", "\u00e9"]
     base = [ArrayType.parse(t) for t in ("[8{x,y}, 6{z}]{U:w}", "[8{x:(1)2}, 6{y}]{U:x:(2)2}",
                                          "[4, 2{w}, 3]{U:y,z}", "[12{y,x}]")]
-    skipped = checked = 0
+    skipped = checked = added = 0
     for _ in range(4000):
         t = rng.choice(base)
         names = list(t.all_axes) + pool
@@ -345,7 +345,8 @@ def test_rewritten_types_are_the_checked_ones():
         got = make()
         assert got == want and hash(got) == hash(want) and str(got) == str(want)
         skipped += set(got.all_axes) <= set(t.all_axes)
-    assert skipped > 500 and checked > 500
+        added += not set(got.all_axes) <= set(t.all_axes)
+    assert skipped > 500 and checked > 500 and added > 300
 
 
 def test_base_mesh_is_built_once_and_used_axes_are_in_order():
