@@ -35,9 +35,9 @@ def is_identifier(name) -> bool:
 
 def parse_axis(name: str):
     """``(base, pre, size)`` for a sub-axis ``'x:(pre)size'``, ``(name, None, None)``
-    for a whole axis, ``None`` for anything else (memoised for strings: a type's checks
-    parse the same few names many times)."""
-    if type(name) is str:
+    for a whole axis, ``None`` for anything else (memoised for short strings: a type's
+    checks parse the same few names many times)."""
+    if type(name) is str and len(name) <= PARSE_AXIS_CACHE_LEN:
         return _parse_axis_str(name)
     if not isinstance(name, str):
         return None
@@ -53,8 +53,10 @@ def _parse_axis(name: str):
     return m.group(1), int(m.group(2)), int(m.group(3))
 
 
-#: Names :func:`parse_axis` keeps (a bounded cache: the answers are immutable).
+#: Names :func:`parse_axis` keeps (a bounded cache: the answers are immutable), and the
+#: longest name it keeps (a longer one, e.g. from a hostile file, is parsed each time).
 PARSE_AXIS_CACHE = 4096
+PARSE_AXIS_CACHE_LEN = 64
 _parse_axis_str = functools.lru_cache(maxsize=PARSE_AXIS_CACHE)(_parse_axis)
 
 

@@ -188,6 +188,12 @@ def test_parse_axis_cache_answers_as_the_parse():
         pass
 
     assert parse_axis(S("x:(1)2")) == ("x", 1, 2)
+    from synth.mesh import PARSE_AXIS_CACHE_LEN, _parse_axis_str
+
+    long = "a" * (PARSE_AXIS_CACHE_LEN + 1)
+    before = _parse_axis_str.cache_info().currsize
+    assert parse_axis(long) == (long, None, None)
+    assert _parse_axis_str.cache_info().currsize == before  # long names are not kept
 
 
 # -- the probe ------------------------------------------------------------------------
