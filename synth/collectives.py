@@ -61,6 +61,23 @@ from synth.mesh import Mesh
 from synth.types import ArrayType
 
 
+class _Who:
+    """A type rule's name for its error messages (``f"{who}: ..."``), formatted only when
+    a message is: the rules run on every step of every plan built, and formatting the
+    types cost more than the checks."""
+
+    __slots__ = ("fmt", "args")
+
+    def __init__(self, fmt: str, *args):
+        self.fmt, self.args = fmt, args
+
+    def __str__(self) -> str:
+        return self.fmt.format(*self.args)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 def _check_dim(t: ArrayType, dim: int, who: str):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not (0 <= dim < t.rank):
         raise CollectiveError(f"{who}: dim {dim!r} is out of range for rank-{t.rank} type {t}")
@@ -286,6 +303,16 @@ class Collective(ABC):
         """Elements of the intermediate buffer an uneven dim's re-padding needs (0: none)."""
         return 0
 
+    def recv_elems_max(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> int:
+        """``max(recv_elems(...))``: what the most-receiving device receives."""
+        return int(self.recv_elems(t_in, t_out, mesh).max())
+
+    def _recv_uniform(self, t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+        """``recv_elems`` of a kind whose every device receives the same,
+        :meth:`recv_elems_max` (a kind sets ``recv_elems = Collective._recv_uniform``;
+        ``Plan.recv_bytes_max_device`` then sums the maxima without the rows)."""
+        return np.full(mesh.size, self.recv_elems_max(t_in, t_out, mesh), dtype=np.int64)
+
     def map_axes(self, fn) -> Collective:
         """This collective with each axis name ``a`` written as the names ``fn(a)``
         (e.g. the factors of a refined mesh it spans)."""
@@ -314,7 +341,7 @@ class DynSlice(Collective):
         _canonical_axis(self, "DynSlice")
 
     def apply(self, t, mesh):
-        who = f"DynSlice(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("DynSlice(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -336,8 +363,10 @@ class DynSlice(Collective):
             return n * fine * _rest(loc_in, self.dim)
         return 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -361,7 +390,7 @@ class AllGather(Collective):
         _canonical_axis(self, "AllGather")
 
     def apply(self, t, mesh):
-        who = f"AllGather(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("AllGather(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -382,9 +411,11 @@ class AllGather(Collective):
         raw = n * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_in.shard_elems(mesh)
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -410,7 +441,7 @@ class AllToAll(Collective):
         _canonical_axis(self, "AllToAll")
 
     def apply(self, t, mesh):
-        who = f"AllToAll(src_dim={self.src_dim}, dst_dim={self.dst_dim}, axis={self.axis!r}) on {t}"
+        who = _Who("AllToAll(src_dim={}, dst_dim={}, axis={!r}) on {}", self.src_dim, self.dst_dim, self.axis, t)
         _check_dim(t, self.src_dim, who)
         _check_dim(t, self.dst_dim, who)
         if self.src_dim == self.dst_dim:
@@ -456,9 +487,11 @@ class AllToAll(Collective):
         raw = math.prod(loc)
         return max(sent if sent > a else 0, raw if raw > b else 0)
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
+        return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "src_dim": self.src_dim, "dst_dim": self.dst_dim,
@@ -492,7 +525,7 @@ class AllPermute(Collective):
 
     def apply(self, t, mesh):
         tgt = ArrayType.of(self.target)
-        who = f"AllPermute(target={tgt}) on {t}"
+        who = _Who("AllPermute(target={}) on {}", tgt, t)
         if tgt.shape != t.shape:
             raise CollectiveError(f"{who}: global shapes differ ({t.shape} vs {tgt.shape})")
         tgt.check(mesh, "AllPermute target")
@@ -519,12 +552,15 @@ class AllPermute(Collective):
         return [blocks[int(s)] for s in src]
 
     def is_noop(self, t_in, mesh):
-        return bool((self.sources(t_in, mesh) == np.arange(mesh.size)).all())
+        return permute_is_noop(t_in, ArrayType.of(self.target), mesh)
 
     def recv_elems(self, t_in, t_out, mesh):
-        src = self.sources(t_in, mesh)
-        moved = src != np.arange(mesh.size)
+        moved = permute_moved(t_in, ArrayType.of(self.target), mesh)
         return np.where(moved, t_in.shard_elems(mesh), 0).astype(np.int64)
+
+    def recv_elems_max(self, t_in, t_out, mesh):
+        # a device that moves receives its whole shard; one moves unless none does
+        return 0 if self.is_noop(t_in, mesh) else t_in.shard_elems(mesh)
 
     def to_dict(self):
         return {"op": self.kind}
@@ -554,6 +590,30 @@ def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarra
     dim, same group size, see :class:`AllPermute`), see :func:`_pending_move_sources`."""
     if t_in.unreduced != t_out.unreduced:
         return _pending_move_sources(t_in, t_out, mesh)
+    have, want, need = _permute_keys(t_in, t_out, mesh)
+    ids = np.arange(mesh.size)
+    src = ids.copy()
+    if need.any():
+        order = np.argsort(have, kind="stable")
+        sorted_keys = have[order]
+        first = np.searchsorted(sorted_keys, want, side="left")
+        last = np.searchsorted(sorted_keys, want, side="right")
+        counts = {}
+        for d in np.nonzero(need)[0]:
+            lo, hi = first[d], last[d]
+            if hi == lo:  # cannot happen for types of one local shape (see AllPermute)
+                raise CollectiveError(f"AllPermute {t_in} -> {t_out}: no device holds the block of device {d}")
+            k = int(want[d])
+            j = counts.get(k, 0)
+            counts[k] = j + 1
+            src[d] = order[lo + j % (hi - lo)]
+    return src
+
+
+def _permute_keys(t_in: ArrayType, t_out: ArrayType, mesh: Mesh):
+    """``(have, want, need)`` of :func:`_permute_sources` (the same unreduced sets): per
+    device, the key of the block it holds and of the block it must hold, and whether it
+    must receive (the keys differ and its new block is not empty)."""
     empty = None
     if t_in.splits(mesh) == t_out.splits(mesh):
         nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
@@ -572,26 +632,51 @@ def _permute_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarra
         nu = math.prod(mesh.shape[a] for a in t_in.unreduced)
         have = have * nu + t_in.unreduced_index(mesh)
         want = want * nu + t_out.unreduced_index(mesh)
-    ids = np.arange(mesh.size)
-    src = ids.copy()
     need = have != want
     if empty is not None:
         need &= ~empty
-    if need.any():
-        order = np.argsort(have, kind="stable")
-        sorted_keys = have[order]
-        first = np.searchsorted(sorted_keys, want, side="left")
-        last = np.searchsorted(sorted_keys, want, side="right")
-        counts = {}
-        for d in np.nonzero(need)[0]:
-            lo, hi = first[d], last[d]
-            if hi == lo:  # cannot happen for types of one local shape (see AllPermute)
-                raise CollectiveError(f"AllPermute {t_in} -> {t_out}: no device holds the block of device {d}")
-            k = int(want[d])
-            j = counts.get(k, 0)
-            counts[k] = j + 1
-            src[d] = order[lo + j % (hi - lo)]
-    return src
+    return have, want, need
+
+
+_MOVED_MEMO = Memo("permute_moved")
+
+
+def permute_moved(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
+    """``[num_devices]`` bool: the devices that receive in a permute from ``t_in`` to
+    ``t_out``, i.e. ``permute_sources(t_in, t_out, mesh) != arange(num_devices)``, without
+    assigning each one its holder (memoised, read-only). With the same unreduced sets a
+    device keeps its buffer exactly where it does not need to receive
+    (:func:`_permute_sources` sends it from a holder of its new block, and a device that
+    needs to receive holds another block), so this is ``need`` of :func:`_permute_keys`."""
+    def make():
+        if t_in.unreduced != t_out.unreduced:
+            return permute_sources(t_in, t_out, mesh) != np.arange(mesh.size)
+        return _permute_keys(t_in, t_out, mesh)[2]
+
+    return _MOVED_MEMO.get((t_in, t_out, mesh), make)
+
+
+def permute_is_noop(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> bool:
+    """True when a permute from ``t_in`` to ``t_out`` moves nothing
+    (``not permute_moved(...).any()``). With the same unreduced sets and the same blocks
+    per dim, decided on the types alone: a dim's block index is the mixed-radix number
+    over its axes of size > 1, which is the same function of the device on both sides
+    exactly when those axes are the same sequence (an axis on one side only, or two in
+    another order, changes one index and not the other at some device), and the device's
+    key combines the dims' indices one to one."""
+    if t_in.unreduced == t_out.unreduced and len(t_in.dims) == len(t_out.dims):
+        shape = mesh.shape
+        same = True
+        for a, b in zip(t_in.dims, t_out.dims):
+            ka = tuple(x for x in a.axes if shape[x] != 1)
+            kb = tuple(x for x in b.axes if shape[x] != 1)
+            if ka != kb:
+                if math.prod(shape[x] for x in ka) != math.prod(shape[x] for x in kb):
+                    break  # other blocks per dim: matched by the data they hold (arrays)
+                same = False
+        else:
+            return same
+    return not permute_moved(t_in, t_out, mesh).any()
 
 
 def _pending_move_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.ndarray:
@@ -651,7 +736,7 @@ class AllReduce(Collective):
         _canonical_axis(self, "AllReduce")
 
     def apply(self, t, mesh):
-        who = f"AllReduce(axis={self.axis!r}) on {t}"
+        who = _Who("AllReduce(axis={!r}) on {}", self.axis, t)
         names = _axes_tuple(self.axis)
         _group_size(mesh, names)
         _pending(t, names, who)
@@ -660,9 +745,11 @@ class AllReduce(Collective):
     def run(self, blocks, t_in, t_out, mesh):
         return [sum(blocks[s] for s in _group_of(mesh, self.axis, d)) for d in range(len(blocks))]
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, 2 * (n - 1) * t_in.shard_elems(mesh) // n, dtype=np.int64)
+        return 2 * (n - 1) * t_in.shard_elems(mesh) // n
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
@@ -692,7 +779,7 @@ class ReduceScatter(Collective):
         _canonical_axis(self, "ReduceScatter")
 
     def apply(self, t, mesh):
-        who = f"ReduceScatter(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("ReduceScatter(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -719,9 +806,11 @@ class ReduceScatter(Collective):
         sent = self._sent_elems(t_in, t_out, mesh)
         return sent if sent > t_in.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_out.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_out.shard_elems(mesh)
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}
@@ -743,7 +832,7 @@ class Unreduce(Collective):
         _canonical_axis(self, "Unreduce")
 
     def apply(self, t, mesh):
-        who = f"Unreduce(axis={self.axis!r}) on {t}"
+        who = _Who("Unreduce(axis={!r}) on {}", self.axis, t)
         names = _axes_tuple(self.axis)
         _group_size(mesh, names)
         _unused(t, names, who)
@@ -753,8 +842,10 @@ class Unreduce(Collective):
         return [b if _group_index(mesh, self.axis, d) == 0 else np.zeros_like(b)
                 for d, b in enumerate(blocks)]
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "axis": _axis_json(self.axis)}
@@ -933,8 +1024,10 @@ class MultiDynSlice(_MultiMixin, Collective):
         p = math.prod(self.padded_shape(t_in, t_out, mesh))
         return p if p > t_in.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
@@ -970,9 +1063,11 @@ class MultiAllGather(_MultiMixin, Collective):
         raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, (n - 1) * t_in.shard_elems(mesh), dtype=np.int64)
+        return (n - 1) * t_in.shard_elems(mesh)
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"dim": d, "axis": _axis_json(a)} for d, a in self.moves]}
@@ -1124,9 +1219,11 @@ class MultiAllToAll(_MultiMixin, Collective):
         raw = math.prod(self.raw_shape(t_in, t_out, mesh))
         return max(sent if sent > a else 0, raw if raw > b else 0)
 
-    def recv_elems(self, t_in, t_out, mesh):
+    def recv_elems_max(self, t_in, t_out, mesh):
         n = _group_size(mesh, self.axis)
-        return np.full(mesh.size, self._sent_elems(t_in, t_out, mesh) * (n - 1) // n, dtype=np.int64)
+        return self._sent_elems(t_in, t_out, mesh) * (n - 1) // n
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.op, "moves": [{"src_dim": s, "dst_dim": d, "axis": _axis_json(a)}
@@ -1158,7 +1255,7 @@ class ShardedToUnreduced(Collective):
         _canonical_axis(self, "ShardedToUnreduced")
 
     def apply(self, t, mesh):
-        who = f"ShardedToUnreduced(dim={self.dim}, axis={self.axis!r}) on {t}"
+        who = _Who("ShardedToUnreduced(dim={}, axis={!r}) on {}", self.dim, self.axis, t)
         _check_dim(t, self.dim, who)
         names = _axes_tuple(self.axis)
         n = _group_size(mesh, names)
@@ -1183,8 +1280,10 @@ class ShardedToUnreduced(Collective):
         raw = _group_size(mesh, self.axis) * t_in.shard_elems(mesh)
         return raw if raw > t_out.shard_elems(mesh) else 0
 
-    def recv_elems(self, t_in, t_out, mesh):
-        return np.zeros(mesh.size, dtype=np.int64)
+    def recv_elems_max(self, t_in, t_out, mesh):
+        return 0
+
+    recv_elems = Collective._recv_uniform
 
     def to_dict(self):
         return {"op": self.kind, "dim": self.dim, "axis": _axis_json(self.axis)}

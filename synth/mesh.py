@@ -12,6 +12,7 @@ ids are what :mod:`synth.crossmesh` plans between.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -34,15 +35,29 @@ def is_identifier(name) -> bool:
 
 def parse_axis(name: str):
     """``(base, pre, size)`` for a sub-axis ``'x:(pre)size'``, ``(name, None, None)``
-    for a whole axis, ``None`` for anything else."""
+    for a whole axis, ``None`` for anything else (memoised for short strings: a type's
+    checks parse the same few names many times)."""
+    if type(name) is str and len(name) <= PARSE_AXIS_CACHE_LEN:
+        return _parse_axis_str(name)
     if not isinstance(name, str):
         return None
+    return _parse_axis(name)
+
+
+def _parse_axis(name: str):
     if _IDENT.fullmatch(name):
         return name, None, None
     m = _FACTOR.fullmatch(name)
     if not m:
         return None
     return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+#: Names :func:`parse_axis` keeps (a bounded cache: the answers are immutable), and the
+#: longest name it keeps (a longer one, e.g. from a hostile file, is parsed each time).
+PARSE_AXIS_CACHE = 4096
+PARSE_AXIS_CACHE_LEN = 64
+_parse_axis_str = functools.lru_cache(maxsize=PARSE_AXIS_CACHE)(_parse_axis)
 
 
 def factor_name(base: str, pre: int, size: int) -> str:
@@ -168,9 +183,9 @@ class Mesh:
                 f"e.g. {base}:(1){_smallest_factor(n)}"
             )
 
-    @property
+    @cached_property
     def base_mesh(self) -> Mesh:
-        """The mesh this one refines (itself when it is not refined)."""
+        """The mesh this one refines (itself when it is not refined; built once)."""
         return Mesh(self.base) if self.base else self
 
     def refine(self, cuts: dict[str, set[int]]) -> Mesh:
@@ -186,7 +201,15 @@ class Mesh:
         for name, n in self.axes:
             for pre, size in _atoms(n, cuts.get(name, ())):
                 axes.append((name if size == n else factor_name(name, pre, size), size))
-        return Mesh(tuple(axes), self.axes)
+        # the checks of Mesh(axes, self.axes) that can fail on a refinement of a checked
+        # mesh: the names are factor names of its identifiers (distinct), each size divides
+        # an axis size and the device count is the same; only the number of axes grows
+        _limits.check("mesh_axes", len(axes), "Mesh: number of axes")
+        m = object.__new__(Mesh)
+        object.__setattr__(m, "axes", tuple(axes))
+        object.__setattr__(m, "base", self.axes)
+        object.__setattr__(m, "devices", ())
+        return m
 
     def axis_coords(self, name: str) -> np.ndarray:
         """``[num_devices]``: every device's coordinate on ``name`` (an axis or a sub-axis)."""

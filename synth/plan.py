@@ -161,14 +161,34 @@ class Plan:
 
     @property
     def recv_bytes_per_step(self) -> list[int]:
-        """Max over devices of the bytes received in each step."""
-        r = self.recv_bytes_per_device_per_step
-        return [int(v) for v in r.max(axis=1)] if len(r) else []
+        """Max over devices of the bytes received in each step (the maxima of
+        :attr:`recv_bytes_per_device_per_step`'s rows, found without building the rows)."""
+        return list(self._recv_bytes_per_step)
+
+    @cached_property
+    def _recv_bytes_per_step(self) -> tuple[int, ...]:
+        wt, wm = self.work_types, self.work_mesh
+        return tuple(c.recv_elems_max(a, b, wm) * self.itemsize
+                     for c, a, b in zip(self.steps, wt[:-1], wt[1:]))
 
     @cached_property
     def recv_bytes_max_device(self) -> int:
-        r = self.recv_bytes_per_device_per_step
-        return int(r.sum(axis=0).max()) if len(r) else 0
+        """Max over devices of the bytes received over all steps: the sum of
+        :attr:`recv_bytes_per_device_per_step`'s rows, its maximum (steps whose every device
+        receives the same add their maximum to each device, without a row)."""
+        r = self.__dict__.get("recv_bytes_per_device_per_step")
+        if r is not None or not self.steps:
+            r = self.recv_bytes_per_device_per_step
+            return int(r.sum(axis=0).max()) if len(r) else 0
+        wt, wm, isz = self.work_types, self.work_mesh, self.itemsize
+        same, rows = 0, None
+        for c, a, b in zip(self.steps, wt[:-1], wt[1:]):
+            if type(c).recv_elems is Collective._recv_uniform:
+                same += c.recv_elems_max(a, b, wm) * isz
+            else:
+                row = c.recv_elems(a, b, wm) * isz
+                rows = row if rows is None else rows + row
+        return same + (int(rows.max()) if rows is not None else 0)
 
     @cached_property
     def recv_lower_bound_bytes(self) -> int:
@@ -344,20 +364,28 @@ def recv_lower_bound_bytes(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize:
     ``(nR - 1) * N`` values, so some device receives at least ``(nR - 1) * N / P`` of
     them (``P`` devices). For a reduce-scatter this equals what a ring receives."""
     work, (src, dst) = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])
+    reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
+    if not dst.unreduced and reduced:
+        # Each element's nR partials sit on nR devices; combining them takes at
+        # least nR - 1 received values, spread at best evenly over all devices.
+        n_r = math.prod(work.shape[a] for a in reduced)
+        total = -(-(n_r - 1) * src.num_elems() // work.size)
+        # the largest target block is device 0's (block 0 of every dim is its whole
+        # local size, no other block is longer): the target's shard, without the
+        # per-device boxes
+        return max(dst.shard_elems(work), total) * itemsize
+    names = work.names
+    if dst.unreduced and reduced and all(a in names for a in dst.unreduced):
+        # _pending_bound_elems with R not empty: each group needs its whole block, the
+        # largest of which is the target's shard (as above)
+        g_size = math.prod(work.shape[a] for a in dst.unreduced)
+        return -(-dst.shard_elems(work) // g_size) * itemsize
     s0, s1 = src.regions(work)
     d0, d1 = dst.regions(work)
     block = np.maximum(d1 - d0, 0).prod(axis=1)
-    reduced = [a for a in src.unreduced if a not in dst.unreduced and work.shape[a] > 1]
     if not dst.unreduced:
-        if reduced:
-            # Each element's nR partials sit on nR devices; combining them takes at
-            # least nR - 1 received values, spread at best evenly over all devices.
-            n_r = math.prod(work.shape[a] for a in reduced)
-            total = -(-(n_r - 1) * src.num_elems() // work.size)
-            return max(int(block.max()), total) * itemsize
         overlap = np.maximum(np.minimum(s1, d1) - np.maximum(s0, d0), 0).prod(axis=1)
         return int((block - overlap).max()) * itemsize
-    names = work.names
     if all(a in names for a in dst.unreduced):
         return _pending_bound_elems(work, src, dst, s0, s1, d0, d1, block, reduced) * itemsize
     from synth.collectives import groups_of

@@ -286,7 +286,10 @@ class ArrayType:
     @property
     def used_axes(self) -> tuple[str, ...]:
         """Axes that split a dimension (not the unreduced ones)."""
-        return tuple(a for d in self.dims for a in d.axes)
+        out = ()
+        for d in self.dims:  # (concatenation: cheaper than a generator for a few dims)
+            out += d.axes
+        return out
 
     @property
     def all_axes(self) -> tuple[str, ...]:
@@ -302,21 +305,46 @@ class ArrayType:
     def with_dim_axes(self, i: int, axes: tuple[str, ...]) -> ArrayType:
         dims = list(self.dims)
         dims[i] = Dim(dims[i].size, tuple(axes))
-        return ArrayType(tuple(dims), self.unreduced)
+        return self._rewritten(tuple(dims), self.unreduced)
 
     def with_unreduced(self, unreduced) -> ArrayType:
-        return ArrayType(self.dims, tuple(unreduced))
+        return self._rewritten(self.dims, tuple(unreduced))
+
+    def _rewritten(self, dims: tuple[Dim, ...], unreduced: tuple) -> ArrayType:
+        """``ArrayType(dims, unreduced)`` for ``dims`` of this type's sizes: where its names
+        (dims and unreduced set) are distinct names of this type, every check of
+        ``__post_init__`` holds already (the same rank and sizes, names that are valid and
+        do not overlap), so the type is built without them (a gather, an all-to-all, a
+        reduction); so too where this type names no sub-axis and the other names are whole
+        axes (valid identifiers; distinct whole axes never overlap: a slice, an unreduce);
+        otherwise it is checked as any type."""
+        try:
+            names = [a for d in dims for a in d.axes]
+            names += unreduced
+            distinct = set(names)
+            if len(distinct) == len(names):
+                old = self.all_axes
+                new = distinct.difference(old)
+                if not new or (not any(":" in a for a in old) and all(
+                        type(a) is str and ":" not in a and parse_axis(a) is not None for a in new)):
+                    return ArrayType._derived(dims, unreduced)
+        except TypeError:  # an unhashable name: let the check word it
+            pass
+        return ArrayType(dims, unreduced)
 
     # -- mesh-dependent -----------------------------------------------------
     def check(self, mesh: Mesh, what: str = "type") -> ArrayType:
         """Validate against ``mesh``: known axes, sub-axes that fit their axis and do not
         overlap. Returns the canonical form (adjacent factors merged, a factor that is a
         whole axis written as the axis)."""
+        names = mesh.shape.keys()
         for i, d in enumerate(self.dims):
             for a in d.axes:
-                self._check_name(mesh, a, f"{what} {self}: dim {i}")
+                if a not in names:  # (the message is formatted only for such a name)
+                    self._check_name(mesh, a, f"{what} {self}: dim {i}")
         for a in self.unreduced:
-            self._check_name(mesh, a, f"{what} {self}: the unreduced set")
+            if a not in names:
+                self._check_name(mesh, a, f"{what} {self}: the unreduced set")
         if mesh.base:
             return self
         _check_cuts(self, mesh, what)
@@ -347,10 +375,10 @@ class ArrayType:
     def canonical(self, mesh: Mesh) -> ArrayType:
         """The canonical form on ``mesh`` (a mesh that is not refined): adjacent factors
         of one axis merge (``x:(1)2,x:(2)4`` is ``x`` on ``x=8``)."""
-        if mesh.base:
-            mesh = mesh.base_mesh
         if not any(":" in a for a in self.all_axes):
             return self
+        if mesh.base:
+            mesh = mesh.base_mesh
         dims = tuple(Dim(d.size, _merge(mesh, d.axes)) for d in self.dims)
         u = sorted(self.unreduced, key=lambda a: (mesh.names.index(parse_axis(a)[0]),
                                                   parse_axis(a)[1] or 1))
@@ -361,18 +389,39 @@ class ArrayType:
 
     def splits(self, mesh: Mesh) -> tuple[int, ...]:
         """Per dim, the number of blocks (product of its axes' sizes)."""
-        return tuple(math.prod(mesh.shape[a] for a in d.axes) for d in self.dims)
+        shape = mesh.shape
+        out = []
+        for d in self.dims:  # (plain loops: these run for every type of every plan built)
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            out.append(k)
+        return tuple(out)
 
     def local_shape(self, mesh: Mesh) -> tuple[int, ...]:
         """Shard shape, padding included: ``ceil(size / split)`` per dim."""
-        return tuple(-(-d.size // math.prod(mesh.shape[a] for a in d.axes)) for d in self.dims)
+        shape = mesh.shape
+        out = []
+        for d in self.dims:
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            out.append(-(-d.size // k))
+        return tuple(out)
 
     def is_even(self, mesh: Mesh) -> bool:
         return all(d.size % k == 0 for d, k in zip(self.dims, self.splits(mesh)))
 
     def shard_elems(self, mesh: Mesh) -> int:
-        """Elements of one (padded) shard."""
-        return math.prod(self.local_shape(mesh))
+        """Elements of one (padded) shard (the product of :meth:`local_shape`)."""
+        shape = mesh.shape
+        n = 1
+        for d in self.dims:
+            k = 1
+            for a in d.axes:
+                k *= shape[a]
+            n *= -(-d.size // k)
+        return n
 
     def num_elems(self) -> int:
         return math.prod(self.shape)
@@ -566,9 +615,6 @@ def _split_dims(body: str, text: str) -> list[str]:
 def _check_syntax(dims, unreduced=()):
     if not dims:
         raise TypeSpecError("ArrayType: a type needs at least one dimension")
-    seen: list[tuple[str, str]] = []
-    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
-    places += [("the unreduced set", a) for a in unreduced]
     for i, d in enumerate(dims):
         if isinstance(d.size, bool) or not isinstance(d.size, (int, np.integer)):
             raise TypeSpecError(f"ArrayType: dim {i} has size {d.size!r}, not an integer")
@@ -578,6 +624,15 @@ def _check_syntax(dims, unreduced=()):
             bad = _axis_problem(a)
             if bad:
                 raise TypeSpecError(f"ArrayType: dim {i} axis {bad}")
+    names = [a for d in dims for a in d.axes] + list(unreduced)
+    if len(set(names)) == len(names) and not any(":" in a for a in names):
+        # whole axes only (every name passed _axis_problem; unreduced names are checked by
+        # the caller): two overlap exactly when they are the same name, and none repeats
+        _limits.check_shape([d.size for d in dims], "ArrayType")
+        return
+    seen: list[tuple[str, str]] = []
+    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
+    places += [("the unreduced set", a) for a in unreduced]
     for where, a in places:
         for w0, b in seen:
             if a == b or _overlap(a, b):

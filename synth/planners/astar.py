@@ -62,21 +62,7 @@ class Budget:
     def probe(self, moves: int):
         """A context in which at most ``moves`` more moves may be examined (then
         :class:`OutOfWork`); the overall limit comes back after it."""
-        budget = self
-
-        class _Probe:
-            def __enter__(self):
-                self.saved = budget.limit
-                budget.limit = min(budget.limit, budget.used + int(moves))
-                return self
-
-            def __exit__(self, *exc):
-                cut_here = exc[0] is OutOfWork and budget.used <= self.saved
-                budget.limit = self.saved
-                self.cut = cut_here
-                return cut_here  # swallow a cut of the probe, not of the whole budget
-
-        return _Probe()
+        return _Probe(self, moves)
 
     def tick(self, n: int = 1):
         self.used += n
@@ -86,6 +72,29 @@ class Budget:
             self._clock_at = self.used + CLOCK_EVERY_MOVES
             if time.thread_time() > self.deadline:
                 raise OutOfTime
+
+
+class _Probe:
+    """The context of :meth:`Budget.probe` (one class for every probe: building a class
+    per call cost more than the probe)."""
+
+    __slots__ = ("budget", "moves", "saved", "cut")
+
+    def __init__(self, budget: Budget, moves: int):
+        self.budget, self.moves = budget, moves
+
+    def __enter__(self):
+        budget = self.budget
+        self.saved = budget.limit
+        budget.limit = min(budget.limit, budget.used + int(self.moves))
+        return self
+
+    def __exit__(self, *exc):
+        budget = self.budget
+        cut_here = exc[0] is OutOfWork and budget.used <= self.saved
+        budget.limit = self.saved
+        self.cut = cut_here
+        return cut_here  # swallow a cut of the probe, not of the whole budget
 
 
 def _add(a, b):
