@@ -92,7 +92,7 @@ def build(out_dir: str = OUT_DIR, modules=MODULES, jobs: int | None = None, if_s
         exts = [Extension(n, [os.path.relpath(source_path(n), _ROOT)], extra_compile_args=["-O2", "-g0"])
                 for n in names]
         if log:
-            log(f"synth.compiled: compiling {len(names)} modules with Cython {Cython.__version__} "
+            log(f"synth.build: compiling {len(names)} modules with Cython {Cython.__version__} "
                 f"({jobs} jobs)")
         cwd = os.getcwd()
         try:
