@@ -13,6 +13,8 @@ import os
 import sys
 
 from synth.compiled import (
+    _PKG_DIR,
+    _ROOT,
     DIRECTIVES,
     MANIFEST,
     MODULES,
@@ -25,9 +27,6 @@ from synth.compiled import (
     summary,
 )
 from synth.errors import RedistributionError
-
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_PKG_DIR)
 
 
 def _check_out_dir(out_dir: str) -> None:

@@ -612,6 +612,24 @@ def _split_dims(body: str, text: str) -> list[str]:
     return parts
 
 
+def _pairwise_overlap(dims, unreduced=()) -> str | None:
+    """The message for the first two names of a type that are the same axis or overlapping
+    factors of one axis (the dims' names, then the unreduced set), or None."""
+    seen: list[tuple[str, str]] = []
+    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
+    places += [("the unreduced set", a) for a in unreduced]
+    for where, a in places:
+        for w0, b in seen:
+            if a == b or _overlap(a, b):
+                same = "the same axis" if a == b else "overlapping factors of one axis"
+                at = f"{w0} and {where}" if w0 != where else f"{where} twice"
+                return (f"ArrayType: {a!r} and {b!r} are {same}, used in {at}; a mesh axis (or "
+                        "a factor of it) may appear at most once in a type, counting the "
+                        "unreduced set")
+        seen.append((where, a))
+    return None
+
+
 def _check_syntax(dims, unreduced=()):
     if not dims:
         raise TypeSpecError("ArrayType: a type needs at least one dimension")
@@ -630,20 +648,9 @@ def _check_syntax(dims, unreduced=()):
         # the caller): two overlap exactly when they are the same name, and none repeats
         _limits.check_shape([d.size for d in dims], "ArrayType")
         return
-    seen: list[tuple[str, str]] = []
-    places = [(f"dim {i}", a) for i, d in enumerate(dims) for a in d.axes]
-    places += [("the unreduced set", a) for a in unreduced]
-    for where, a in places:
-        for w0, b in seen:
-            if a == b or _overlap(a, b):
-                same = "the same axis" if a == b else "overlapping factors of one axis"
-                at = f"{w0} and {where}" if w0 != where else f"{where} twice"
-                raise TypeSpecError(
-                    f"ArrayType: {a!r} and {b!r} are {same}, used in {at}; a mesh axis (or "
-                    "a factor of it) may appear at most once in a type, counting the "
-                    "unreduced set"
-                )
-        seen.append((where, a))
+    bad = _pairwise_overlap(dims, unreduced)
+    if bad:
+        raise TypeSpecError(bad)
     _limits.check_shape([d.size for d in dims], "ArrayType")
 
 
