@@ -294,6 +294,20 @@ def test_jax_code_export_runs_and_moves_data_exactly(tmp_path):
                     "all_permute": "lax.ppermute"}[c.kind] in code[0]
 
 
+def test_simulate_trace_download_does_not_rerun():
+    """The Chrome trace button's data is deferred (a callable, registered under a new id on
+    every run; a run's end drops the previous run's id), so a click must not rerun the page:
+    the browser asks for the file by the id it drew, and a click's rerun ending first (a
+    loaded machine) left the request nothing to build, and no download."""
+    at = _app().run()
+    _set(at, **SMALL)
+    at.switch_page("ui/pages/simulate.py").run()
+    _ok(at)
+    btn = at.download_button(key="sim_chrome_trace")
+    assert btn.label == "Download Chrome trace (Perfetto)"
+    assert btn.proto.ignore_rerun
+
+
 def test_same_source_and_target_is_a_plan_with_no_steps():
     at = _app().run()
     _set(at, dst=DEFAULTS["src"])

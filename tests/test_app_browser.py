@@ -201,6 +201,13 @@ def test_shared_link_layout_and_trace_download(server, tmp_path):
             expect(main.get_by_role("heading", name="Simulate", exact=True)).to_be_visible(timeout=60_000)
             btn = main.get_by_role("button", name="Download Chrome trace (Perfetto)")
             expect(btn).to_be_visible(timeout=120_000)
+            # click on the finished page (the button is drawn before the charts and tables
+            # below it): the deferred file id the browser holds is then the one of the page's
+            # last run, which the server keeps until another run ends (the click itself runs
+            # nothing: on_click="ignore", test_app.py::test_simulate_trace_download_does_not_rerun)
+            expect(page.locator("[data-testid='stApp']")).to_have_attribute(
+                "data-test-script-state", "notRunning", timeout=120_000)
+            expect(main.get_by_text("Bandwidth of each op")).to_be_visible()
             page.wait_for_timeout(800)
             page.screenshot(path=str(shots / "simulate_small.png"), full_page=True)
             with page.expect_download(timeout=60_000) as dl:

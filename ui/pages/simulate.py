@@ -94,9 +94,16 @@ def main():
     figs = view["figures"]
     # deferred (a callable): the file is built and sent when clicked, not with the page
     # (megabytes the browser would otherwise fetch on every visit, and half the simulation's
-    # work at 64 devices that nobody would wait for unless they download it)
+    # work at 64 devices that nobody would wait for unless they download it).
+    # on_click="ignore": the click must not rerun the page. Streamlit registers the callable
+    # under a new id on every run and drops the previous run's id when a run ends; the
+    # browser asks for the file by the id it was drawn with, on a worker thread, while a
+    # click's rerun (the default) races it, and where that rerun ends first (a loaded
+    # machine) the request finds no callable, the button shows "Failed to generate file for
+    # download" and nothing downloads. The page reads nothing from the click, so no rerun.
     st.download_button("Download Chrome trace (Perfetto)", data=lambda: runs.chrome_trace(plan, sc, placement),
                        file_name="simulation.trace.json", mime="application/json", key="sim_chrome_trace",
+                       on_click="ignore",
                        help="Chrome Trace Event JSON: open it in https://ui.perfetto.dev or chrome://tracing. "
                             "One track per device and per busy link; op names, bytes and algorithm as args. "
                             "Built when clicked, by replaying the simulation again (about as long as the "
