@@ -135,3 +135,29 @@ def test_slow_uneven_cases_plan_exactly(k):
     plan = synthesize(*bench_cases(k + 1, 0)[k], planner="auto")
     check_plan_exact(plan)
     assert plan.search["moves"] <= plan.search["budget_moves"]
+
+
+def test_quick_bound_is_at_most_the_exact_bound():
+    """``Space.h_quick_id`` (the key of a deferred A* entry) is at most ``h_id`` in
+    every component, and equals it where it says it is exact: the deferred entries then
+    pop in the order of the exact keys (synth.planners.astar)."""
+    cases = bench_cases(2000, 0)
+    deferred = exact = 0
+    for k in (1104, 168, 931, 963) + tuple(range(0, 2000, 97)):
+        sp = _space(cases[k])
+        sp.tick = None
+        ids = [sp.intern(sp.S0)]
+        for i in ids:
+            if len(ids) > 300:
+                break
+            ids += [e[1] for e in sp.successors(i, True) if e[1] not in ids]
+        for i in ids:
+            quick, is_exact = sp.h_quick_id(i)
+            h = sp.h_id(i)
+            assert all(q <= x for q, x in zip(quick, h)), (k, sp.states[i], quick, h)
+            if is_exact:
+                assert quick == h
+                exact += 1
+            else:
+                deferred += 1
+    assert deferred > 100 and exact > 100, (deferred, exact)

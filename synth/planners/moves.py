@@ -942,6 +942,22 @@ class Space:
             v = self._hv[i] = self._h_of(self.states[i], self.local_reach_id(i), self.infos[i])
         return v
 
+    def h_quick_id(self, i):
+        """``(bound, exact)``: :meth:`h_id` of state id ``i`` where it is cheap (known, the
+        target reached locally, or not the per-device case), ``exact`` True; else a bound
+        at most it in every component without the per-device arrays, ``exact`` False:
+        device 0's target block is the whole target local shape, of which it holds at
+        most its shard, so the neediest device lacks at least :meth:`deficit_bytes`."""
+        v = self._hv[i]
+        if v is not None:
+            return v, True
+        if not self._exact or self.local_reach_id(i) or self.T[1] or not self._even_T:
+            return self.h_id(i), True
+        if self.states[i][1] or any(n % k for n, k in zip(self.shape, self.infos[i][0])):
+            return self.h_id(i), True
+        m = self.deficit_bytes(self.shards[i])
+        return (max(self.floor, self.bytes_lb(m)), m, 1), False
+
     def comm_floor_id(self, i) -> float:
         """Under the default model, no move from state id ``i`` that is neither local (a
         slice, an Unreduce, a ShardedToUnreduced) nor a relabel (a permute to other splits,
