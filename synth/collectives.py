@@ -48,6 +48,7 @@ the one-dim ``op`` with ``"moves"``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
@@ -711,16 +712,39 @@ def _pending_move_sources(t_in: ArrayType, t_out: ArrayType, mesh: Mesh) -> np.n
     new = {}
     for d in range(mesh.size):
         new.setdefault(int(base_out[d]), []).append(d)
+    # an old group's score for a new group: the members it leaves their own buffer, i.e.
+    # the members d in it (base_in[d]) at the same index (u_in[d] == u_out[d]); the other
+    # old groups of the block score 0, and among them the least taken, then the lowest id,
+    # comes off a heap per block (entries re-keyed when found stale: taken only grows)
+    keep = (u_in == u_out) & (have == want)
     taken = {}
+    free = {}  # block -> heap of (taken, old group base)
     src = np.arange(mesh.size)
     for g in sorted(new):
         members = new[g]
-        cands = old[int(want[members[0]])]
-        best = min(cands, key=lambda b: (-sum(cands[b][int(u_out[d])] == d for d in members),
-                                         taken.get(b, 0), b))
-        taken[best] = taken.get(best, 0) + 1
+        blk = int(want[members[0]])
+        cands = old[blk]
+        score = {}
         for d in members:
-            src[d] = cands[best][int(u_out[d])]
+            if keep[d]:
+                b = int(base_in[d])
+                score[b] = score.get(b, 0) + 1
+        if score:
+            best = min(score, key=lambda b: (-score[b], taken.get(b, 0), b))
+        else:
+            heap = free.get(blk)
+            if heap is None:
+                heap = free[blk] = [(0, b) for b in sorted(cands)]  # sorted: a heap
+            while True:
+                t, best = heap[0]
+                now = taken.get(best, 0)
+                if now == t:
+                    break
+                heapq.heapreplace(heap, (now, best))
+        taken[best] = taken.get(best, 0) + 1
+        grp = cands[best]
+        for d in members:
+            src[d] = grp[int(u_out[d])]
     return src
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -161,3 +162,77 @@ def test_quick_bound_is_at_most_the_exact_bound():
             else:
                 deferred += 1
     assert deferred > 100 and exact > 100, (deferred, exact)
+
+
+def _pending_move_sources_by_scan(t_in, t_out, mesh):
+    """The matching ``_pending_move_sources`` made before round 8: every old group of the
+    block scored against every new group (quadratic in the groups)."""
+    import numpy as np
+
+    from synth.collectives import _strides
+
+    nblocks = np.array(t_in.splits(mesh), dtype=np.int64)
+    radix = np.append(np.cumprod(nblocks[::-1])[::-1][1:], 1)
+    have = t_in.block_indices(mesh) @ radix
+    want = t_out.block_indices(mesh) @ radix
+    u_in, u_out = t_in.unreduced_index(mesh), t_out.unreduced_index(mesh)
+
+    def bases(t):
+        b = np.arange(mesh.size)
+        for a, (s, _) in zip(t.unreduced, _strides(mesh, t.unreduced)):
+            b = b - mesh.axis_coords(a) * s
+        return b
+
+    base_in, base_out = bases(t_in), bases(t_out)
+    old, new = {}, {}
+    for d in range(mesh.size):
+        old.setdefault(int(have[d]), {}).setdefault(int(base_in[d]), {})[int(u_in[d])] = d
+        new.setdefault(int(base_out[d]), []).append(d)
+    taken = {}
+    src = np.arange(mesh.size)
+    for g in sorted(new):
+        members = new[g]
+        cands = old[int(want[members[0]])]
+        best = min(cands, key=lambda b: (-sum(cands[b][int(u_out[d])] == d for d in members),
+                                         taken.get(b, 0), b))
+        taken[best] = taken.get(best, 0) + 1
+        for d in members:
+            src[d] = cands[best][int(u_out[d])]
+    return src
+
+
+def test_pending_move_sources_match_the_scan():
+    """The pending-sum permute's matching (one heap per block) picks the sources the scan
+    over every old group picked, on every pair of types tried."""
+    import numpy as np
+
+    from synth.collectives import _pending_move_sources
+    from synth.mesh import Mesh
+    from synth.types import ArrayType
+
+    rnd = random.Random(88)
+    tried = kept = 0
+    for mesh_s in ("x=2,y=2,z=3", "x=3,y=3,z=2", "a=2,b=4,c=2,d=3", "x=5,y=5,z=2"):
+        mesh = Mesh.of(mesh_s)
+        names, size = mesh.names, dict(mesh.axes)
+        for _ in range(60):
+            ua = rnd.choice(names)
+            ub = rnd.choice([a for a in names if a != ua and size[a] == size[ua]] or [None])
+            if ub is None:
+                continue
+            free = [a for a in names if a not in (ua, ub)]
+            rnd.shuffle(free)
+            dims = [[], []]
+            for a in free:
+                k = rnd.randint(0, 2)
+                if k < 2:
+                    dims[k].append(a)
+            shape = (2 * math.prod(size[a] for a in dims[0]), 3 * math.prod(size[a] for a in dims[1]))
+            body = ", ".join(f"{n}{{{','.join(d)}}}" if d else f"{n}" for n, d in zip(shape, dims))
+            t_in = ArrayType.parse(f"[{body}]{{U:{ua}}}").check(mesh, "t_in")
+            t_out = ArrayType.parse(f"[{body}]{{U:{ub}}}").check(mesh, "t_out")
+            got = _pending_move_sources(t_in, t_out, mesh)
+            assert np.array_equal(got, _pending_move_sources_by_scan(t_in, t_out, mesh)), (mesh_s, t_in, t_out)
+            tried += 1
+            kept += int((got == np.arange(mesh.size)).sum())
+    assert tried > 100 and kept > 0
