@@ -188,7 +188,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         return old is not None and no_worse(old, g2)
 
     # Deferred bounds: a node first reached whose exact bound needs per-device arrays is
-    # pushed under a quick bound (Space.h_quick_id: device 0's deficit) and its exact
+    # pushed under a quick bound (Space.h_quick_id: what a few devices lack) and its exact
     # bound is taken only when that entry is popped, then re-pushed under it with the same
     # counter; many nodes of a proof are never popped. The quick key is at most the exact
     # key in every component (so in the heap's order), so every entry whose exact key is
