@@ -411,20 +411,25 @@ class Space:
         Example, ``x=2,y=3``, one dim of 6 (local size 1): ``(0, 1) -> (1, 0)`` (``6{x,y}
         -> 6{y,x}``): the device with ``y = 1`` holds block 1 under ``a`` and block 2 under
         ``b``, both within the dim: it moves."""
+        # an axis k sits in at most one dim of each side: only there can the device's
+        # block be past the end (under b) or differ (a changed dim)
         loc, shape, stride = self.info(a)[1], self.shape, self._unit_stride
+        at_a = {k: j for j, x in enumerate(a) for k in x}
+        at_b = {k: j for j, x in enumerate(b) for k in x}
         for xa, xb in zip(a, b):
             if xa == xb:
                 continue
             for k in xa + xb:
-                moved = False
-                for i, (ya, yb) in enumerate(zip(a, b)):
-                    sb = stride(yb).get(k, 0)
-                    if sb * loc[i] >= shape[i]:
-                        moved = False  # the device holds nothing under b
-                        break
-                    if ya != yb and stride(ya).get(k, 0) != sb:
-                        moved = True
-                if moved:
+                jb = at_b.get(k)
+                if jb is not None:
+                    sb = stride(b[jb])[k]
+                    if sb * loc[jb] >= shape[jb]:
+                        continue  # the device holds nothing under b
+                    if a[jb] != b[jb] and stride(a[jb]).get(k, 0) != sb:
+                        return True
+                ja = at_a.get(k)
+                if ja is not None and ja != jb and a[ja] != b[ja] and \
+                        stride(a[ja])[k] != stride(b[ja]).get(k, 0):
                     return True
         return False
 
