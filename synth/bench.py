@@ -127,6 +127,37 @@ def plan_digest(plan) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class _cyclic_garbage:
+    """Context manager: ``objects``, how many objects the cyclic collector freed while the
+    block ran, and at its end (a collection then). A planner call makes none (each call's
+    search is freed by reference counting when it returns); were one to leave a cycle, the
+    collector's later walk over it would run outside the timed calls or inside another
+    one, and the figures would not be each call's own cost."""
+
+    def __init__(self):
+        self.objects = 0
+
+    def _count(self, phase, info):
+        if phase == "stop":
+            self.objects += int(info.get("collected", 0))
+
+    def __enter__(self):
+        import gc
+
+        gc.collect()  # what was garbage before the block is not counted
+        gc.callbacks.append(self._count)
+        return self
+
+    def __exit__(self, *exc):
+        import gc
+
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(self._count)
+        return False
+
+
 class cpu_burners:
     """Context manager: ``n`` processes that spin on the CPU until the block ends (stopped
     by their own pids)."""
@@ -186,7 +217,7 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
         optimal = states = moves = capped = out_of_work = 0
         auto_s = 0.0
         dig = []
-        with cpu_burners(burn if run == runs - 1 else 0):
+        with cpu_burners(burn if run == runs - 1 else 0), _cyclic_garbage() as cyclic:
             for mesh, src, dst in inputs:
                 for p in planners:
                     kw = auto_kw if p == "auto" else {}
@@ -207,7 +238,8 @@ def run_bench(cases: int = 2000, seed: int = 0, planners=("auto", "normal"), max
                         if run == 0 and slowest:
                             auto_rows.append((cpu[p][-1], len(auto_rows), mesh, src, dst, plan.search))
         digests.append(dig)
-        r = {"planners": {}, "burners": burn if run == runs - 1 else 0}
+        r = {"planners": {}, "burners": burn if run == runs - 1 else 0,
+             "cyclic_garbage_objects": cyclic.objects}
         for p in planners:
             ms = np.array(times[p]) * 1e3
             cms = np.array(cpu[p]) * 1e3
@@ -263,6 +295,12 @@ def format_bench(res: dict) -> str:
                          f"{r['max_ms']:8.3f} ms;  CPU p50 {r['cpu_p50_ms']:8.3f} ms   p99 "
                          f"{r['cpu_p99_ms']:8.3f} ms   max {r['cpu_max_ms']:8.3f} ms")
             lines.append(f"          within bound {r['within_bound']}/{res['cases']}{extra}")
+    cyc = [run.get("cyclic_garbage_objects") for run in res["per_run"]]
+    if all(c is not None for c in cyc):
+        lines.append(f"  cyclic garbage the calls left (freed later by the collector, outside their "
+                     f"timing): {' / '.join(str(c) for c in cyc)} objects"
+                     + (" (none: each call's cost is in its figures)" if not any(cyc) else
+                        " (NOT zero: the figures miss the collector's work)"))
     if res["runs"] > 1:
         lines.append(f"  identical plans across the {res['runs']} runs: "
                      + ("yes" if res["identical_plans"] else f"NO (cases {res['differing_cases']})"))

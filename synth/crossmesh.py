@@ -758,7 +758,7 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
                 try:
                     xfer = chunk_transfer(xfer, staging_cap_bytes)
                 except StagingError as e:  # this candidate cannot meet the cap; another may
-                    refused.append(e)
+                    refused.append(e.with_traceback(None))  # kept without its frames (no cycle)
                     continue
             cands.append(CrossPlan(A, B, src, dst, itemsize, pre, xfer, post, m))
     if not cands and not refused:  # only mode="keep" can leave none

@@ -67,16 +67,28 @@ def factor_name(base: str, pre: int, size: int) -> str:
 class _Shape(dict):
     """``{axis: size}``; a sub-axis name of a base axis resolves to the factor's size."""
 
-    def __init__(self, items, mesh):
+    def __init__(self, items):
         super().__init__(items)
-        self._mesh = mesh
+        self._axes = tuple(items)  # the axes, not the mesh: the mesh keeps this dict (no cycle)
 
     def __missing__(self, key):
         p = parse_axis(key)
         if p is None or p[1] is None or p[0] not in self:
             raise KeyError(key)
-        self._mesh._check_factor(key, p)
+        _check_factor(self._axes, key, p)
         return p[2]
+
+
+def _check_factor(axes, name: str, parsed=None):
+    """A sub-axis ``name`` (``'x:(pre)size'``) fits its axis among ``axes``, else MeshError."""
+    base, pre, size = parsed or parse_axis(name)
+    n = dict(axes)[base]
+    if pre < 1 or size < 2 or n % (pre * size):
+        raise MeshError(
+            f"sub-axis {name!r}: on mesh axis {base}={n} a sub-axis {base}:(pre)size needs "
+            f"pre >= 1, size >= 2 and pre*size dividing {n} (here pre*size = {pre * size}); "
+            f"e.g. {base}:(1){_smallest_factor(n)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -171,17 +183,7 @@ class Mesh:
     def shape(self) -> dict[str, int]:
         """``{axis: size}``. On a mesh that is not refined, a sub-axis name such as
         ``'x:(2)4'`` also resolves (to 4), after checking it fits its axis."""
-        return _Shape(self.axes, self)
-
-    def _check_factor(self, name: str, parsed=None):
-        base, pre, size = parsed or parse_axis(name)
-        n = dict(self.axes)[base]
-        if pre < 1 or size < 2 or n % (pre * size):
-            raise MeshError(
-                f"sub-axis {name!r}: on mesh axis {base}={n} a sub-axis {base}:(pre)size needs "
-                f"pre >= 1, size >= 2 and pre*size dividing {n} (here pre*size = {pre * size}); "
-                f"e.g. {base}:(1){_smallest_factor(n)}"
-            )
+        return _Shape(self.axes)
 
     @cached_property
     def base_mesh(self) -> Mesh:
@@ -219,7 +221,7 @@ class Mesh:
         if p is None or p[1] is None or p[0] not in dict(self.axes):
             self.axis_size(name)
         base, pre, size = p
-        self._check_factor(name, p)
+        _check_factor(self.axes, name, p)
         n = dict(self.axes)[base]
         c = self.coords[:, self.names.index(base)]
         return (c // (n // (pre * size))) % size

@@ -181,7 +181,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             return (old[2], old[1], old[0]) <= (g2[2], g2[1], g2[0])
         return old <= g2
 
-    def dominated(j, g2):
+    def dominated(j, g2, no_worse=no_worse):  # bound, not closed over: synth.planners.gcpause
         # a state reached by a permute (no permute may follow) at no less than it was
         # reached otherwise (any move may follow) adds nothing: (j, 0) has every move
         old = best_get((j, 0))
@@ -200,7 +200,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     deferred = set()  # counters of entries keyed under a quick bound
     h_quick = sp.h_quick_id
 
-    def relax(node, g2, node2, steps, live):
+    def relax(node, g2, node2, steps, live, key=key):  # bound, not closed over: synth.planners.gcpause
         if g2[0] == inf:
             return
         old = best_get(node2)

@@ -284,7 +284,7 @@ def _seed_best(sp: Space, budget: Budget, cap: int):
                 out.append((j, phase_to))
         return out
 
-    def closure(nodes):
+    def closure(nodes, expand=expand, finish=finish):  # bound, not closed over: synth.planners.gcpause
         """``nodes`` and every state reached from them by local steps (breadth first)."""
         seen, level = list(nodes), list(nodes)
         while level and len(done) < SEED_CANDIDATES:

@@ -793,7 +793,10 @@ class Space:
                     rec(i + 1, rest, acc)
                     acc.pop()
 
-        rec(0, free0, [])
+        try:
+            rec(0, free0, [])
+        finally:
+            rec = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
         self._class[key] = out
         return out
 
@@ -1388,10 +1391,13 @@ def _fits(want: tuple, free: tuple) -> bool:
                 r //= s
             yield from pick(k + 1, r, left if not m else {**left, s: left[s] - m})
 
-    for rest in pick(0, want[0], count):
-        if _fits(want[1:], tuple(sorted(x for s, c in rest.items() for x in (s,) * c))):
-            return True
-    return False
+    try:
+        for rest in pick(0, want[0], count):
+            if _fits(want[1:], tuple(sorted(x for s, c in rest.items() for x in (s,) * c))):
+                return True
+        return False
+    finally:
+        pick = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
 
 
 def _subsets_with_product(axes, sz, want):
@@ -1408,7 +1414,10 @@ def _subsets_with_product(axes, sz, want):
                 rec(j + 1, p * s, acc)
                 acc.pop()
 
-    rec(0, 1, [])
+    try:
+        rec(0, 1, [])
+    finally:
+        rec = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
     return out
 
 
@@ -1441,7 +1450,10 @@ def _assign_products(rest, sz, extra, tick=None):
                 rec(k + 1, rem2, acc)
                 acc[i].pop()
 
-    rec(0, list(extra), [[] for _ in range(rank)])
+    try:
+        rec(0, list(extra), [[] for _ in range(rank)])
+    finally:
+        rec = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
     return out
 
 
@@ -1776,7 +1788,10 @@ def _free_relabels(sp: Space, state):
                 prods[i] //= sz[a]
                 pre[i].pop(pos)
 
-    yield from place(0, [[] for _ in range(rank)], [1] * rank)
+    try:
+        yield from place(0, [[] for _ in range(rank)], [1] * rank)
+    finally:
+        place = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
     if out_of[0]:
         sp.closure_capped = True
 

@@ -147,7 +147,7 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         try:
             p = Plan.build(wm, src, dst, steps, itemsize, "normal")
         except CollectiveError as e:
-            errors.append(e)
+            errors.append(_kept(e))
             continue
         if best is None or _rank(p) < _rank(best):
             best = p
@@ -159,6 +159,14 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         f"({errors[0] if errors else 'no candidate'}); fell back to the easy plan"
     )
     return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
+
+
+def _kept(e: Exception) -> Exception:
+    """``e`` as kept in an ``errors`` list, for its message only: without its traceback and
+    chained errors, whose frames would hold the list (a reference cycle that would keep
+    the call's frames alive until the collector runs; see synth.planners.gcpause)."""
+    e.__context__ = e.__cause__ = None
+    return e.with_traceback(None)
 
 
 def _rank(p: Plan):
@@ -182,7 +190,7 @@ def _candidates(mesh: Mesh, src: ArrayType, dst: ArrayType, core, limit: int = 1
         try:
             steps = core(mesh, src, dst_core) + tail
         except CollectiveError as e:
-            errors.append(e)
+            errors.append(_kept(e))
             return
         yield steps
         return
@@ -212,7 +220,7 @@ def _candidates(mesh: Mesh, src: ArrayType, dst: ArrayType, core, limit: int = 1
                     t = c.apply(t, mesh)
                 steps = pre + core(mesh, t, dst_core) + tail
             except CollectiveError as e:
-                errors.append(e)
+                errors.append(_kept(e))
                 continue
             yield steps
             seen += 1
@@ -352,7 +360,7 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
     seen_f, seen_b = {A}, {B}
     visited = 2
 
-    def grow(layers, seen, forward):
+    def grow(layers, seen, forward, moves=moves):  # bound, not closed over: synth.planners.gcpause
         nonlocal visited
         nxt = {}
         for S, path in layers[-1].items():
@@ -367,7 +375,7 @@ def _middle(mesh: Mesh, a_type: ArrayType, b_type: ArrayType) -> list:
         layers.append(nxt)
         return bool(nxt)
 
-    def emit(fpath, permute_to, bpath):
+    def emit(fpath, permute_to, bpath, to_type=to_type):  # bound, not closed over (gcpause)
         out = [AllToAll(s, t, a) for s, t, a in fpath]
         if permute_to is not None:
             out.append(AllPermute(to_type(permute_to)))

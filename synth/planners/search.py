@@ -100,13 +100,13 @@ def _plan_search_core(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int 
     def splits(S):
         return splits_of(S, msize)
 
-    def shard_bytes(S):
+    def shard_bytes(S, splits=splits):  # bound, not closed over: synth.planners.gcpause
         p = 1
         for v in splits(S):
             p *= v
         return total // p * itemsize
 
-    def valid(S):
+    def valid(S, splits=splits):  # bound, not closed over: synth.planners.gcpause
         return all(sz % p == 0 for sz, p in zip(shape, splits(S)))
 
     def cost_of(recv_b):
@@ -118,7 +118,7 @@ def _plan_search_core(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int 
     def to_type(S):
         return ArrayType(tuple(Dim(sz, axes) for sz, axes in zip(shape, S)), src.unreduced)
 
-    def moves(S):
+    def moves(S, splits=splits, shard_bytes=shard_bytes, cost_of=cost_of, strip=strip):  # bound (gcpause)
         used = {a for axes in S for a in axes} | set(src.unreduced)
         sb = shard_bytes(S)
         rank = len(S)
