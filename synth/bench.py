@@ -297,8 +297,8 @@ def format_bench(res: dict) -> str:
             lines.append(f"          within bound {r['within_bound']}/{res['cases']}{extra}")
     cyc = [run.get("cyclic_garbage_objects") for run in res["per_run"]]
     if all(c is not None for c in cyc):
-        lines.append(f"  cyclic garbage the calls left (freed later by the collector, outside their "
-                     f"timing): {' / '.join(str(c) for c in cyc)} objects"
+        lines.append(f"  cyclic garbage the calls left (freed later by the collector, not when each "
+                     f"call returned): {' / '.join(str(c) for c in cyc)} objects"
                      + (" (none: each call's cost is in its figures)" if not any(cyc) else
                         " (NOT zero: the figures miss the collector's work)"))
     if res["runs"] > 1:

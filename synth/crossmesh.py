@@ -50,7 +50,7 @@ from functools import cached_property
 
 import numpy as np
 
-from synth.errors import PlanError, RedistributionError
+from synth.errors import PlanError, RedistributionError, kept_for_message
 from synth.interp import PAD_GARBAGE, InterpreterError, check_blocks, scatter
 from synth.mesh import Mesh, parse_axis
 from synth.plan import Plan
@@ -758,7 +758,7 @@ def plan_crossmesh(src_mesh, src, dst_mesh, dst, itemsize: int = 4, *, planner: 
                 try:
                     xfer = chunk_transfer(xfer, staging_cap_bytes)
                 except StagingError as e:  # this candidate cannot meet the cap; another may
-                    refused.append(e.with_traceback(None))  # kept without its frames (no cycle)
+                    refused.append(kept_for_message(e))
                     continue
             cands.append(CrossPlan(A, B, src, dst, itemsize, pre, xfer, post, m))
     if not cands and not refused:  # only mode="keep" can leave none

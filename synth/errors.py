@@ -34,3 +34,13 @@ class SchemaError(RedistributionError):
     """A file or document whose content breaks its schema (names the field and the rule)."""
 
     kind = "schema"
+
+
+def kept_for_message(e: BaseException) -> BaseException:
+    """``e`` as kept past its ``except`` block (in a list of errors, to report or re-raise
+    later): without its traceback and chained errors, whose frames would hold that list, a
+    reference cycle that keeps the call's frames and everything they hold alive until the
+    cyclic collector runs (see ``synth.planners.gcpause``). Re-raised, it gets a new
+    traceback from the ``raise``."""
+    e.__context__ = e.__cause__ = None
+    return e.with_traceback(None)

@@ -3,9 +3,10 @@
 A search builds hundreds of thousands of small objects (states, successor lists, heap
 entries) while the collector is paused (``synth.planners.gcpause``). Where a closure or a
 kept exception put them in a reference cycle, none of them was freed when the call
-returned: the collector had to walk and free them later, in whatever code ran next (on the
-bench's 2000 cases, a loop of ``synthesize`` calls took 127 s of CPU with the cycles and 67 s
-without; one budget-spending call left 804,120 objects behind). The cycles were:
+returned: the collector had to walk and free them later, in whatever code ran next (on
+the bench's 2000 cases, side by side, a loop of ``synthesize`` calls took 108 s of CPU with
+the cycles and 71 s without; one budget-spending call left 804,120 objects behind). The
+cycles were:
 
 * a compiled closure scope holding an inner function that refers to it (``astar``'s
   ``key`` and ``no_worse``, ``_seed_best``'s ``expand`` and ``finish``, ``_middle``'s and
@@ -13,7 +14,8 @@ without; one budget-spending call left 804,120 objects behind). The cycles were:
 * recursive closures (``_assign_products``, ``_subsets_with_product``, ``_fits``,
   ``_free_relabels``, ``Space.class_members``): cleared on the way out;
 * errors kept in a list for their message (``plan_normal``): kept without their traceback
-  and chained errors (``normal._kept``);
+  and chained errors (``synth.errors.kept_for_message``; ``plan_crossmesh``'s refused
+  candidates too);
 * ``Mesh.shape``'s dict pointing back at its mesh.
 
 Each case below left such garbage before (found by running this check on the code before

@@ -59,7 +59,7 @@ from synth.collectives import (
     Unreduce,
     nests,
 )
-from synth.errors import CollectiveError
+from synth.errors import CollectiveError, kept_for_message
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.types import ArrayType, Dim, refine
@@ -147,7 +147,7 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         try:
             p = Plan.build(wm, src, dst, steps, itemsize, "normal")
         except CollectiveError as e:
-            errors.append(_kept(e))
+            errors.append(kept_for_message(e))
             continue
         if best is None or _rank(p) < _rank(best):
             best = p
@@ -159,14 +159,6 @@ def plan_normal(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4) -
         f"({errors[0] if errors else 'no candidate'}); fell back to the easy plan"
     )
     return Plan(p.mesh, p.src, p.dst, p.steps, p.types, itemsize, "normal", (note,))
-
-
-def _kept(e: Exception) -> Exception:
-    """``e`` as kept in an ``errors`` list, for its message only: without its traceback and
-    chained errors, whose frames would hold the list (a reference cycle that would keep
-    the call's frames alive until the collector runs; see synth.planners.gcpause)."""
-    e.__context__ = e.__cause__ = None
-    return e.with_traceback(None)
 
 
 def _rank(p: Plan):
@@ -190,7 +182,7 @@ def _candidates(mesh: Mesh, src: ArrayType, dst: ArrayType, core, limit: int = 1
         try:
             steps = core(mesh, src, dst_core) + tail
         except CollectiveError as e:
-            errors.append(_kept(e))
+            errors.append(kept_for_message(e))
             return
         yield steps
         return
@@ -220,7 +212,7 @@ def _candidates(mesh: Mesh, src: ArrayType, dst: ArrayType, core, limit: int = 1
                     t = c.apply(t, mesh)
                 steps = pre + core(mesh, t, dst_core) + tail
             except CollectiveError as e:
-                errors.append(_kept(e))
+                errors.append(kept_for_message(e))
                 continue
             yield steps
             seen += 1
