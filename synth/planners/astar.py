@@ -103,12 +103,15 @@ def _add(a, b):
 
 class Found:
     """A path found: its steps, cost ``(time_s, bytes, collectives)``, peak live elements
-    and the space it was found in."""
+    and the space it was found in. ``cost`` and ``peak`` are None for a path the search
+    did not cost (:func:`bottleneck`'s: its ``max_shard``, the largest shard on it in
+    elements, is what that search ranks by)."""
 
-    __slots__ = ("steps", "cost", "peak", "sp", "plan")
+    __slots__ = ("steps", "cost", "peak", "sp", "plan", "max_shard")
 
-    def __init__(self, steps, cost, peak, sp):
+    def __init__(self, steps, cost, peak, sp, max_shard=None):
         self.steps, self.cost, self.peak, self.sp = steps, cost, peak, sp
+        self.max_shard = max_shard
         self.plan = None  # a Plan built elsewhere (the normal incumbent), when sp is None
 
 
@@ -373,11 +376,21 @@ def _path(parent, node):
 @gc_paused()
 def bottleneck(sp: Space, budget: Budget, full: bool = True):
     """The least largest shard (elements) over every path, by a minimax Dijkstra over the
-    full move set (``full``; else the directed pass's moves), without a cap."""
+    full move set (``full``; else the directed pass's moves), without a cap. Returns a
+    :class:`Found` holding a path that achieves it (``max_shard``; the path is not costed:
+    ``cost`` is None), or None when the target is unreachable.
+
+    The path is what ``auto`` answers with when the work budget runs out before a cheaper
+    plan within that shard is found. Example (bench case 1822, ``x=3,y=1,z=8``,
+    ``[100{z,x}, 12{y}, 100] -> [100, 12{z}, 100{x}]``): over the prime factors the
+    directed moves' least largest shard is 40,000 elements; the A* that then looks for the
+    cheapest plan within it ran out of budget, and ``auto`` used to answer with level 1's
+    plan, which gathers the whole array (120,000 elements)."""
     s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     sp.tick = budget.tick
     shards = sp.shards
     best = {s0: shards[s0]}
+    parent = {s0: None}
     counter = itertools.count()
     heap = [(best[s0], next(counter), s0)]
     done = set()
@@ -386,7 +399,7 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
         if i in done:
             continue
         if i == t:
-            return b
+            return Found(_path(parent, i), None, None, sp, max_shard=b)
         done.add(i)
         budget.expanded += 1
         succ = sp.successors(i, full)
@@ -396,14 +409,17 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
                 splits, U = sp.entry_class(sp.states[i], steps[0])
                 members = _members(sp, budget.tick, splits, U)
                 for d2 in members:
-                    k = sp.intern((d2, U))
+                    s2 = (d2, U)
+                    k = sp.intern(s2)
                     if k not in done and best.get(k, b + 1) > b:
                         best[k] = b
+                        parent[k] = (i, (("all_permute", s2),))
                         heapq.heappush(heap, (b, next(counter), k))
                 continue
             b2 = max(b, sh2)
             if j in done or best.get(j, b2 + 1) <= b2:
                 continue
             best[j] = b2
+            parent[j] = (i, steps)
             heapq.heappush(heap, (b2, next(counter), j))
     return None

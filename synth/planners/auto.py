@@ -18,6 +18,10 @@ Phases, all inside one work budget (moves examined, :class:`synth.planners.astar
    tolerance of the optimum, the least peak live memory (a binary search over live
    caps), then the fewest collectives, then the fewest bytes.
 
+When the work budget runs out first, the answer is the best plan found so far (not
+claimed optimal); where that plan is over the memory bound, the plan found on the way that
+is least over it, then the fastest (:func:`_least_over`).
+
 ``Plan.search`` records the outcome; its ``lower_bound_s`` is the machine's bound over
 *every* plan (:func:`synth.planners.cost.lower_bound_s`), never the search's frontier.
 """
@@ -79,6 +83,7 @@ class _State:
         self.proven = None       # the move set over which st.found is proven optimal
         self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
         self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
+        self.least = []          # bottleneck paths (least largest shard, not costed): kept for a cut
 
 
 def _incumbent(p, cost, itemsize):
@@ -424,9 +429,14 @@ def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=Non
         better = _prove(sp, budget, cap, st, found.cost)
         return better if better is not None else found
     if st.found is None:
-        m = bottleneck(sp, budget, full=False)
-        if m is not None:
-            st.found = astar(sp, budget, m, full=False, weight=1 + TIE_TOLERANCE)[0]
+        least = bottleneck(sp, budget, full=False)
+        if least is not None:
+            # its own path is the answer if the budget runs out in the pass that looks for
+            # the cheapest plan within its shard (plan_auto then builds and costs it)
+            st.found = least
+            f = astar(sp, budget, least.max_shard, full=False, weight=1 + TIE_TOLERANCE)[0]
+            if f is not None:
+                st.found = f
     f = astar(sp, budget, cap, full=True)[0]
     if f is not None:
         st.opt_lb = max(st.opt_lb, f.cost[0])
@@ -463,7 +473,7 @@ def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
             partial |= bool(getattr(pr, "cut", False))
             if f is not None and f.cost[0] <= limit:
                 if (f.peak, f.cost[2], f.cost[1]) < (best.peak, best.cost[2], best.cost[1]):
-                    best = f
+                    best = st.found = f  # kept if the budget runs out in a later probe
                 j = mid
             else:
                 i = mid + 1
@@ -477,7 +487,7 @@ def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
         partial |= bool(getattr(pr, "cut", False))
         if f is not None and f.cost[0] <= limit and f.peak <= best.peak and \
                 (f.cost[2], f.cost[1]) < (best.cost[2], best.cost[1]):
-            best = f
+            best = st.found = f
     st.ties = "partly compared (probe budget)" if partial else "broken"
     return best
 
@@ -529,6 +539,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         sp2 = Space(w2, refine_type(src, w2), refine_type(dst, w2), itemsize, cost, MAX_FUSED_GROUP)
     budget = Budget(limit, time.thread_time() + cap_s)
     st = _State()
+    sub = None  # level 2's state, where level 1 proved no plan within the bound
     bound = max(sp1.shard(sp1.S0), sp1.shard(sp1.T))
     # the default model reads only the neediest device's bytes (its plan_lower_bound_s is
     # bytes_lower_bound_s of need.max()): no per-device vector then
@@ -553,9 +564,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             inc = greedy  # the cheaper first plan seeds the search (the exact passes prove or beat it)
         found = _solve(sp1, budget, cap, st, lb_s, inc)
         if found is None:  # no plan within the bound over whole axes (proven)
-            cap = bottleneck(sp1, budget)
-            if cap is None:
+            least = bottleneck(sp1, budget)
+            if least is None:
                 raise AssertionError("auto: the target is unreachable from the source")
+            st.least.append(least)
+            cap = least.max_shard
             found = _solve(sp1, budget, cap, st, lb_s)
             if found is None:  # every path within the cap has a step of infinite cost
                 raise _NoFinitePlan
@@ -579,12 +592,15 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                     f2 = f3 or f2
             else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
                 st.opt_lb = 0.0
-                sub = st.__class__()
+                sub = _State()
                 f2 = _solve(sp2, budget, bound, sub, lb_s)
                 if f2 is None:
-                    m = bottleneck(sp2, budget)
-                    if m is None:  # cannot happen (level 1's plan is a path); keep level 1's
+                    least = bottleneck(sp2, budget)
+                    if least is None:  # cannot happen (level 1's plan is a path); keep level 1's
                         m = cap
+                    else:
+                        st.least.append(least)
+                        m = least.max_shard
                     if m < cap:
                         f2 = _solve(sp2, budget, m, sub, lb_s)
                     else:
@@ -605,14 +621,17 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     except _NoFinitePlan:
         cut = "infinite"
     notes = []
-    if st.found is not None and st.found.sp is None:
+    if cut is not None and not st.optimal:
+        # cut short before a plan was proven: of the plans found, the one least over the memory bound, then the
+        # fastest (the bound first, as everywhere in auto); see _least_over
+        st.found, plan = _least_over(st, sub, mesh, src, dst, itemsize, cost, bound)
+    elif st.found is not None and st.found.sp is None:
         plan = st.found.plan
     elif st.found is not None:
-        fsp = st.found.sp
-        plan = _build(fsp, fsp.mesh, refine_type(src, fsp.mesh), refine_type(dst, fsp.mesh), src, dst,
-                      st.found.steps, itemsize)
+        plan = _found_plan(st.found, src, dst, itemsize)
     else:
         plan = plan_normal(mesh, src, dst, itemsize)
+    if st.found is None:
         if cut == "infinite":
             notes.append("auto: every plan the search found has a step the cost model cannot "
                          "cost (infinite time); returned the normal planner's plan")
@@ -624,12 +643,12 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             notes.append(f"auto: the work budget of {limit} moves ran out before the search found a "
                          "plan; returned the normal planner's plan (not searched to the end; raise "
                          "--budget-moves)")
-    if st.found is not None and st.found.sp is not None and st.found.sp.fast:
+    if st.found is not None and st.found.sp is not None and st.found.sp.fast and st.found.cost is not None:
         # the search's own cost: under the default model it is the schedule's, step by
         # step (tests check it against schedule_cost); big meshes skip building the schedule
         t_s, moved, ncoll = st.found.cost
     elif st.found is not None and st.found.sp is None:
-        t_s, moved, ncoll = st.found.cost  # normal's plan: schedule_cost was taken in _normal_incumbent
+        t_s, moved, ncoll = st.found.cost  # a built plan: schedule_cost was taken in _incumbent
     else:
         t_s, moved, ncoll = schedule_cost(plan, cost)
     if ncoll != plan.num_collectives:
@@ -694,6 +713,55 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     }
     return Plan(plan.mesh, plan.src, plan.dst, plan.steps, plan.types, itemsize, "auto",
                 tuple(plan.notes) + tuple(notes), search=search)
+
+
+def _found_plan(found, src, dst, itemsize) -> Plan:
+    """The plan of a path the search found (on its space's work mesh)."""
+    fsp = found.sp
+    return _build(fsp, fsp.mesh, refine_type(src, fsp.mesh), refine_type(dst, fsp.mesh), src, dst,
+                  found.steps, itemsize)
+
+
+def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
+    """The answer of a search cut short, as ``(Found or None, Plan)``: ``st.found`` (or,
+    where the search found nothing, normal's plan and None) unless it is over the memory
+    bound (``bound`` elements) and another plan found on the way is less over it; then, of
+    the least over it, the fastest (the bound first, as everywhere in ``auto``), as a built
+    plan (``Found.sp`` None, costed by ``schedule_cost``). The others: level 2's best
+    (``sub.found``: a plan within the bound, or within a smaller cap than level 1's, which
+    the cut would otherwise drop) and the least-largest-shard paths (``st.least``). Within
+    the bound nothing changes: every plan there is 0 over it, and ``st.found`` is the
+    search's choice.
+
+    Example (bench case 87, ``x=6,y=1,z=3,w=4,v=4,u=1``, ``[12{x,y}]{U:z} ->
+    [12{w}]{U:v}``): level 1 proves no plan within the bound over whole axes; level 2 finds
+    one within it, then the budget runs out proving it optimal; ``auto`` used to answer
+    with level 1's plan, 4x over the bound."""
+    if st.found is None:
+        here = (None, plan_normal(mesh, src, dst, itemsize))
+    elif st.found.sp is None:
+        here = (st.found, st.found.plan)
+    else:
+        here = (st.found, _found_plan(st.found, src, dst, itemsize))
+    limit_b = bound * itemsize
+    if here[1].max_shard_bytes <= limit_b:
+        return here
+    best, best_key = here, (here[1].max_shard_bytes - limit_b, schedule_cost(here[1], cost)[0])
+    for f in ([sub.found] if sub is not None and sub.found is not None else []) + list(st.least):
+        if f.sp is None:
+            p = f.plan
+        else:
+            try:
+                p = _found_plan(f, src, dst, itemsize)
+            except RedistributionError:  # cannot happen (every move obeys its type rule)
+                continue
+        key = (max(p.max_shard_bytes - limit_b, 0), schedule_cost(p, cost)[0])
+        if key < best_key:
+            best, best_key = (f, p), key
+    if best is here:
+        return here
+    inc = _incumbent(best[1], cost, itemsize)
+    return inc, inc.plan
 
 
 def _build(sp: Space, wm: Mesh, ws: ArrayType, wd: ArrayType, src, dst, steps, itemsize) -> Plan:

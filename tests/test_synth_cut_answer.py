@@ -1,0 +1,101 @@
+"""What ``auto`` answers when its work budget runs out over the memory bound.
+
+The bound comes first in ``auto`` (the cheapest plan within max(src, dst), else the least
+largest shard), so a search cut short answers with the plan found on the way that is least
+over the bound, then the fastest of those: level 2's plan (within the bound, or within a
+smaller cap than level 1's) and the least-largest-shard search's own path
+(``astar.bottleneck`` returns it) are kept for that. See docs/synth.md "Round 10".
+
+Every plan here is checked element by element.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from synth.bench import bench_cases, check_plan_exact
+from synth.planners import synthesize
+from synth.planners.astar import Budget, bottleneck
+from synth.planners.auto import _found_plan
+from synth.planners.cost import DefaultCost, schedule_cost
+from synth.planners.moves import Space, work_mesh
+from synth.planners.normal import MAX_FUSED_GROUP
+from synth.types import refine_type
+
+CASES = bench_cases(2000, 0)
+
+
+def _space(mesh, src, dst, itemsize=4):
+    w = work_mesh(mesh, [src, dst])
+    return Space(w, refine_type(src, w), refine_type(dst, w), itemsize, DefaultCost(), MAX_FUSED_GROUP)
+
+
+def test_a_cut_keeps_level_2s_plan_within_the_bound():
+    # x=6,y=1,z=3,w=4,v=4,u=1, [12{x,y}]{U:z} -> [12{w}]{U:v}: level 1 proves no plan within
+    # the bound over whole axes; level 2 finds one within it and the budget runs out while it
+    # proves that plan optimal. Before: level 1's plan, 48 B against a bound of 12 B.
+    p = synthesize(*CASES[87], planner="auto")
+    check_plan_exact(p)
+    assert p.search["status"] == "best found within the work budget"
+    assert not p.search["optimal"]
+    assert p.search["bound_met"] and p.max_shard_bytes <= p.bound_bytes == 12
+    assert p.search["time_s"] == pytest.approx(schedule_cost(p, DefaultCost())[0], rel=1e-12)
+
+
+def test_a_cut_answers_with_the_least_largest_shard_found():
+    # x=3,y=1,z=8, [100{z,x}, 12{y}, 100] -> [100, 12{z}, 100{x}]: over whole axes the least
+    # largest shard is the whole array; over the prime factors the directed moves reach one of
+    # 40,000 elements, and the pass that looks for the cheapest plan within it runs out.
+    # Before: level 1's plan, which gathers the whole array (480,000 B).
+    mesh, src, dst = CASES[1822]
+    p = synthesize(mesh, src, dst, planner="auto")
+    check_plan_exact(p)
+    assert not p.search["bound_met"] and not p.search["optimal"]
+    whole = 100 * 12 * 100 * 4
+    least = bottleneck(_space(mesh, src, dst), Budget(10**7, time.thread_time() + 600), full=False)
+    assert p.max_shard_bytes <= least.max_shard * 4 < whole
+    assert "budget ran out before proving whether a bounded plan exists" in " ".join(p.notes)
+    # its figures are the plan's own
+    t, moved, ncoll = schedule_cost(p, DefaultCost())
+    assert p.search["time_s"] == pytest.approx(t, rel=1e-12)
+    assert p.search["collectives"] == ncoll == p.num_collectives
+    assert p.search["max_shard_bytes"] == p.max_shard_bytes
+
+
+@pytest.mark.parametrize("k", [1462, 1478, 1646])
+def test_bottleneck_path_reaches_the_proven_least_largest_shard(k):
+    # cases where auto proves that no plan stays within the bound: the least largest shard
+    # it reports is the one bottleneck's own path has, and that path runs
+    mesh, src, dst = CASES[k]
+    p = synthesize(mesh, src, dst, planner="auto", budget_moves=200_000)
+    assert p.search["optimal"] and not p.search["bound_met"]
+    least = bottleneck(_space(mesh, src, dst), Budget(10**7, time.thread_time() + 600), full=True)
+    assert least.cost is None and least.peak is None
+    plan = _found_plan(least, src, dst, 4)
+    check_plan_exact(plan)
+    assert plan.max_shard_bytes == least.max_shard * 4 == p.search["min_max_shard_bytes"]
+
+
+#: bench cases of at most 60 devices whose least-largest-shard search moves (the source is
+#: not the target): each search takes at most a few thousand moves
+SMALL = (4, 8, 11, 12, 13, 14, 15, 16, 20, 22, 27, 28, 31, 39, 48, 55, 56)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_bottleneck_path_on_small_meshes(full):
+    # the directed and the full moves: the path holds the shard it reports and lands on the
+    # target, element by element; no path is below max(src, dst); over the full moves its
+    # shard is auto's proven least
+    for k in SMALL:
+        mesh, src, dst = CASES[k]
+        budget = Budget(100_000, time.thread_time() + 600)
+        least = bottleneck(_space(mesh, src, dst), budget, full=full)
+        assert budget.used > 0
+        plan = _found_plan(least, src, dst, 4)
+        check_plan_exact(plan)
+        assert plan.max_shard_bytes == least.max_shard * 4 >= plan.bound_bytes
+        p = synthesize(mesh, src, dst, planner="auto")
+        if full and p.search["optimal"]:
+            assert least.max_shard * 4 == p.search["min_max_shard_bytes"]
