@@ -1,10 +1,13 @@
-"""What ``auto`` answers when its work budget runs out over the memory bound.
+"""What ``auto`` answers when its work budget runs out over the memory bound, and the
+reachability pass that finds a plan within the bound where the time-ordered search runs out.
 
 The bound comes first in ``auto`` (the cheapest plan within max(src, dst), else the least
 largest shard), so a search cut short answers with the plan found on the way that is least
 over the bound, then the fastest of those: level 2's plan (within the bound, or within a
 smaller cap than level 1's) and the least-largest-shard search's own path
-(``astar.bottleneck`` returns it) are kept for that. See docs/synth.md "Round 10".
+(``astar.bottleneck`` returns it) are kept for that. Where no plan within the bound is known
+yet, ``auto._reach`` looks for any path of the full moves within it, target first. See
+docs/synth.md "Round 10".
 
 Every plan here is checked element by element.
 """
@@ -17,7 +20,7 @@ import pytest
 
 from synth.bench import bench_cases, check_plan_exact
 from synth.planners import synthesize
-from synth.planners.astar import Budget, bottleneck
+from synth.planners.astar import Budget, Found, bottleneck
 from synth.planners.auto import _found_plan
 from synth.planners.cost import DefaultCost, schedule_cost
 from synth.planners.moves import Space, work_mesh
@@ -99,3 +102,51 @@ def test_bottleneck_path_on_small_meshes(full):
         p = synthesize(mesh, src, dst, planner="auto")
         if full and p.search["optimal"]:
             assert least.max_shard * 4 == p.search["min_max_shard_bytes"]
+
+
+# -- the reachability pass (auto._reach) ----------------------------------------------------
+
+def _whole_axes_space(mesh, src, dst, itemsize=4):
+    from synth.types import refine
+
+    w = refine(mesh.base_mesh if mesh.base else mesh, [src, dst])[0]
+    return Space(w, refine_type(src, w), refine_type(dst, w), itemsize, DefaultCost(), MAX_FUSED_GROUP)
+
+
+@pytest.mark.parametrize("level", ["whole-axes", "prime-factors"])
+def test_reach_decides_what_the_full_search_decides(level):
+    # within the bound, half of it and twice it, on small bench cases: _reach finds a path
+    # exactly where the full A* does, and its path runs, element by element, with every
+    # state after the source within the cap (neither search caps the source itself)
+    from synth.planners.astar import astar
+    from synth.planners.auto import _reach
+
+    make = _whole_axes_space if level == "whole-axes" else _space
+    found = none = 0
+    for k in SMALL + (1, 3, 7, 23, 25, 30, 38, 40, 44, 53):
+        mesh, src, dst = CASES[k]
+        sp = make(mesh, src, dst)
+        bound = max(sp.shard(sp.S0), sp.shard(sp.T))
+        for cap in (bound, bound // 2, 2 * bound):
+            steps = _reach(sp, Budget(10**6, time.thread_time() + 600), cap)
+            exact, _ = astar(make(mesh, src, dst), Budget(10**7, time.thread_time() + 600), cap, full=True)
+            assert (steps is None) == (exact is None), (k, cap)
+            if steps is None:
+                none += 1
+                continue
+            found += 1
+            plan = _found_plan(Found(steps, None, None, sp), src, dst, 4)
+            check_plan_exact(plan)
+            assert plan.max_shard_bytes <= max(cap, sp.shard(sp.S0)) * 4
+    assert found >= 20 and none >= 10
+
+
+@pytest.mark.parametrize("k", [1482, 1586])
+def test_a_plan_within_the_bound_where_the_directed_search_ran_out(k):
+    # 1482: x=8,y=8,z=5,w=3,v=3,u=3, [3{w,z}, 16, 50{x,v}, 5{y}] -> [3, 16{y,u}, 50{x,w,v}, 5{z}];
+    # 1586: x=3,y=6,z=6,w=8,v=4,u=1, [50{y,x,z}, 16{v}, 12{u}] -> [50{y,x,w}, 16, 12{z,v,u}].
+    # Before: the directed A* within the bound spent the whole budget without a plan, and the
+    # answer was normal's (48,000 B and 38,400 B against bounds of 192 B)
+    p = synthesize(*CASES[k], planner="auto")
+    check_plan_exact(p)
+    assert p.search["bound_met"] and p.max_shard_bytes <= p.bound_bytes

@@ -6,7 +6,11 @@ proved.
 Phases, all inside one work budget (moves examined, :class:`synth.planners.astar.Budget`):
 
 0. a greedy best-first pass (:func:`_greedy_incumbent`, at most :data:`GREEDY_MOVES`):
-   the cheaper of its plan and the paper's seeds 1-2 as an upper bound;
+   the cheaper of its plan and the paper's seeds 1-2 as an upper bound; where none of
+   them stays within the bound, the reachability pass (:func:`_reach`, at most
+   :data:`REACH_MOVES`) looks for any path of the full moves within it, target first: a
+   path found is the incumbent, and a search exhausted proves there is none (1-2 are then
+   skipped at that level, but for a plan within the directed moves' least largest shard);
 1. a *directed* A* within ``bound = max(src shard, dst shard)``: permutes only to the
    target and to types from which the target is reached by gathers and slices;
 2. if it found a plan, the *full* A* (permutes to every type of the same splits) with
@@ -34,7 +38,7 @@ from synth.collectives import AllPermute, AllReduce, Unreduce
 from synth.errors import RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
-from synth.planners.astar import Budget, Found, OutOfTime, OutOfWork, astar, bottleneck
+from synth.planners.astar import Budget, Found, OutOfTime, OutOfWork, _members, astar, bottleneck
 from synth.planners.cost import (
     DEFAULT_BUDGET_MOVES,
     DEFAULT_BUDGET_S,
@@ -194,6 +198,105 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
     if p.max_shard_bytes > cap * itemsize:
         return None
     return _incumbent(p, cost, itemsize)
+
+
+#: Moves the reachability pass may examine (:func:`_reach_incumbent`).
+REACH_MOVES = 8000
+_PERMUTE_KINDS = ("all_permute", "permute_class")
+
+
+def _reach(sp: Space, budget: Budget, cap: int):
+    """Whether any path of the full pass stays within ``cap``: a best-first search over
+    the full move set (every permute class enumerated, no permute right after a permute,
+    no step of infinite cost: the graph the full A* searches), the state with the least
+    :func:`_distance` to the target plus one per collective so far first. Returns the
+    steps of a path, or None when every state within ``cap`` it reaches has been expanded
+    (then the full A* within ``cap`` finds no plan either: the same graph); raises
+    :class:`OutOfWork` past the budget.
+
+    It decides what the time-ordered A* decides slowly where no incumbent prunes it: with
+    latency-bound costs that A* expands every state a few collectives deep before one
+    deeper, while this pass goes to the target first. Example (bench case 1482,
+    ``x=8,y=8,z=5,w=3,v=3,u=3``, ``[3{w,z}, 16, 50{x,v}, 5{y}] -> [3, 16{y,u}, 50{x,w,v},
+    5{z}]``): a 2-collective plan within the 192 B bound in 2,514 moves, where the directed
+    A* spent the whole 50,000-move budget without one."""
+    import heapq
+
+    s0, t = sp.intern(sp.S0), sp.intern(sp.T)
+    sp.tick = budget.tick
+    inf = float("inf")
+    start = (s0, 0)  # node: (state id, 1 when reached by a permute)
+    seen = {start: None}  # node -> (parent node, steps)
+    heap = [(_distance(sp, sp.S0), 0, 0, start)]  # (order, collectives so far, first in, node)
+    counter = 1
+    push = heapq.heappush
+    while heap:
+        _, ncoll, _, node = heapq.heappop(heap)
+        i, after_permute = node
+        if i == t:
+            path = []
+            while seen[node] is not None:
+                node, steps = seen[node]
+                path.append(steps)
+            return tuple(x for steps in reversed(path) for x in steps)
+        budget.expanded += 1
+        succ = sp.successors(i, True)
+        if after_permute:
+            succ = [e for e in succ if e[0][0][0] not in _PERMUTE_KINDS]
+        budget.tick(len(succ))
+        state = sp.states[i]
+        for steps, j, sh2, c, _live in succ:
+            if sh2 > cap:
+                continue
+            if steps[0][0] == "permute_class":  # every member, as the full A* relaxes them
+                splits, U = sp.entry_class(state, steps[0])
+                floor = sp.permute_floor(state) if sp.fast else None
+                if floor is not None and floor[0] == inf:
+                    continue
+                n2 = ncoll + 1
+                for d2 in _members(sp, budget.tick, splits, U):
+                    s2 = (d2, U)
+                    if s2 == state:
+                        continue
+                    if floor is None and sp.step_cost(("all_permute", s2), state, s2)[0] == inf:
+                        continue
+                    k = sp.intern(s2)
+                    if (k, 0) in seen or (k, 1) in seen:
+                        continue
+                    seen[(k, 1)] = (node, (("all_permute", s2),))
+                    push(heap, (_distance(sp, s2) + n2, n2, counter, (k, 1)))
+                    counter += 1
+                continue
+            if c is not None and c[0] == inf:
+                continue
+            nxt = (j, 1 if steps[-1][0] == "all_permute" else 0)
+            if nxt in seen or (j, 0) in seen:
+                continue
+            seen[nxt] = (node, steps)
+            n2 = ncoll + (c[2] if c is not None else 0)
+            push(heap, (_distance(sp, sp.states[j]) + n2, n2, counter, nxt))
+            counter += 1
+    return None
+
+
+def _reach_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, cost):
+    """:func:`_reach` within ``cap``, at most :data:`REACH_MOVES` moves: ``("found",
+    incumbent)`` (its plan built and costed by :func:`schedule_cost`), ``("none", None)``
+    (proven: no plan of the full move set within ``cap``), or ``("cut", None)`` (the
+    probe ran out; nothing is concluded)."""
+    steps, outcome = None, "cut"
+    with budget.probe(REACH_MOVES) as probe:
+        steps = _reach(sp, budget, cap)
+        outcome = "none" if steps is None else "found"
+    if probe.cut:
+        return "cut", None
+    if outcome == "none":
+        return "none", None
+    try:
+        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
+    except RedistributionError:  # cannot happen (every move obeys its type rule): no incumbent then
+        return "cut", None
+    return "found", _incumbent(p, cost, itemsize)
 
 
 #: Moves the one-collective seed may examine (:func:`_one_collective_incumbent`).
@@ -428,6 +531,18 @@ def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=Non
             return found  # it costs the bound over every plan: nothing is cheaper
         better = _prove(sp, budget, cap, st, found.cost)
         return better if better is not None else found
+    _least_directed(sp, budget, st)
+    f = astar(sp, budget, cap, full=True)[0]
+    if f is not None:
+        st.opt_lb = max(st.opt_lb, f.cost[0])
+    return f
+
+
+def _least_directed(sp: Space, budget: Budget, st: _State):
+    """Where nothing was found within the cap: a plan of the directed moves within their
+    least largest shard, kept as the answer if the budget runs out before the full moves
+    decide (first the least-largest-shard search's own path, then the cheapest plan the
+    directed A* finds within its shard). Returns None (no plan within the cap)."""
     if st.found is None:
         least = bottleneck(sp, budget, full=False)
         if least is not None:
@@ -437,10 +552,7 @@ def _solve(sp: Space, budget: Budget, cap: int, st: _State, lb_s: float, inc=Non
             f = astar(sp, budget, least.max_shard, full=False, weight=1 + TIE_TOLERANCE)[0]
             if f is not None:
                 st.found = f
-    f = astar(sp, budget, cap, full=True)[0]
-    if f is not None:
-        st.opt_lb = max(st.opt_lb, f.cost[0])
-    return f
+    return None
 
 
 #: Moves one tie-breaking probe may examine (a probe cut short counts as "no such plan").
@@ -562,7 +674,13 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             greedy = _greedy_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
         if greedy is not None and (inc is None or greedy.cost < inc.cost):
             inc = greedy  # the cheaper first plan seeds the search (the exact passes prove or beat it)
-        found = _solve(sp1, budget, cap, st, lb_s, inc)
+        reach = None
+        if inc is None:  # no plan within the bound yet: does any path of the full moves stay within it?
+            reach, inc = _reach_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
+        if reach == "none":  # the full A* within the bound would exhaust without a plan (the same graph)
+            found = _least_directed(sp1, budget, st)
+        else:
+            found = _solve(sp1, budget, cap, st, lb_s, inc)
         if found is None:  # no plan within the bound over whole axes (proven)
             least = bottleneck(sp1, budget)
             if least is None:
@@ -593,7 +711,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
             else:  # is there a bounded plan over the sub-axes, or a smaller largest shard?
                 st.opt_lb = 0.0
                 sub = _State()
-                f2 = _solve(sp2, budget, bound, sub, lb_s)
+                reach2, inc2 = _reach_incumbent(sp2, budget, bound, src, dst, itemsize, cost)
+                if reach2 == "none":
+                    f2 = _least_directed(sp2, budget, sub)
+                else:
+                    f2 = _solve(sp2, budget, bound, sub, lb_s, inc2)
                 if f2 is None:
                     least = bottleneck(sp2, budget)
                     if least is None:  # cannot happen (level 1's plan is a path); keep level 1's
