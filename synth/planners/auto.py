@@ -859,12 +859,18 @@ def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
     [12{w}]{U:v}``): level 1 proves no plan within the bound over whole axes; level 2 finds
     one within it, then the budget runs out proving it optimal; ``auto`` used to answer
     with level 1's plan, 4x over the bound."""
-    if st.found is None:
-        here = (None, plan_normal(mesh, src, dst, itemsize))
-    elif st.found.sp is None:
+    here = None
+    if st.found is not None and st.found.sp is None:
         here = (st.found, st.found.plan)
-    else:
-        here = (st.found, _found_plan(st.found, src, dst, itemsize))
+    elif st.found is not None:
+        try:
+            here = (st.found, _found_plan(st.found, src, dst, itemsize))
+        except RedistributionError:
+            if st.found.cost is not None:
+                raise  # a path the search costed: its steps obey their type rules
+            # a least-largest-shard path whose permutes do not merge into one: not an answer
+    if here is None:
+        here = (None, plan_normal(mesh, src, dst, itemsize))
     limit_b = bound * itemsize
     if here[1].max_shard_bytes <= limit_b:
         return here
