@@ -65,24 +65,22 @@ def factor_name(base: str, pre: int, size: int) -> str:
 
 
 class _Shape(dict):
-    """``{axis: size}``; a sub-axis name of a base axis resolves to the factor's size."""
-
-    def __init__(self, items):
-        super().__init__(items)
-        self._axes = tuple(items)  # the axes, not the mesh: the mesh keeps this dict (no cycle)
+    """``{axis: size}``; a sub-axis name of a base axis resolves to the factor's size. It
+    holds no reference to its mesh (the mesh keeps this dict: that would be a cycle)."""
 
     def __missing__(self, key):
         p = parse_axis(key)
         if p is None or p[1] is None or p[0] not in self:
             raise KeyError(key)
-        _check_factor(self._axes, key, p)
+        _check_factor(self, key, p)
         return p[2]
 
 
-def _check_factor(axes, name: str, parsed=None):
-    """A sub-axis ``name`` (``'x:(pre)size'``) fits its axis among ``axes``, else MeshError."""
+def _check_factor(sizes, name: str, parsed=None):
+    """A sub-axis ``name`` (``'x:(pre)size'``) fits its axis in ``sizes`` (``{axis:
+    size}``), else MeshError."""
     base, pre, size = parsed or parse_axis(name)
-    n = dict(axes)[base]
+    n = sizes[base]
     if pre < 1 or size < 2 or n % (pre * size):
         raise MeshError(
             f"sub-axis {name!r}: on mesh axis {base}={n} a sub-axis {base}:(pre)size needs "
@@ -221,8 +219,9 @@ class Mesh:
         if p is None or p[1] is None or p[0] not in dict(self.axes):
             self.axis_size(name)
         base, pre, size = p
-        _check_factor(self.axes, name, p)
-        n = dict(self.axes)[base]
+        sizes = dict(self.axes)
+        _check_factor(sizes, name, p)
+        n = sizes[base]
         c = self.coords[:, self.names.index(base)]
         return (c // (n // (pre * size))) % size
 

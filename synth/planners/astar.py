@@ -33,7 +33,8 @@ _ZERO = (0.0, 0, 0)
 
 #: ``run`` of a node reached by a permute move: no permute move follows (see :func:`astar`).
 AFTER_PERMUTE = -1
-_PERMUTE_MOVES = ("all_permute", "permute_class")
+#: The first step kinds of permute moves (a single permute, or a class entry of them).
+PERMUTE_MOVES = ("all_permute", "permute_class")
 
 
 class OutOfWork(Exception):
@@ -267,7 +268,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
                     continue  # enumerated from a state reached as cheaply (see class_done)
                 class_done[cls] = g1
             splits, U = cls
-            members = _members(sp, tick, splits, U)
+            members = ticked_members(sp, tick, splits, U)
             # the default model: one permute cost for every member (the shard's bytes; a
             # member of other splits that moves nothing is also a single move of its own,
             # at its cost, synth.planners.moves._free_relabel_moves); another model: each
@@ -293,7 +294,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
         if run < 0 and dominated(i, g):
             continue  # reached as cheaply since by a move a permute may follow
         if i == t and run <= 0:
-            return Found(_path(parent, node), g, peak_of[node], sp), True
+            return Found(path_steps(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
         sh = shards[i]
         if limit_s is not None and g[0] + sp.comm_floor_id(i) > limit_s:
@@ -310,7 +311,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             pb = best_get((i, AFTER_PERMUTE))
             only_perm = pb is not None and no_worse(pb, g)
         if run < 0 or only_perm:
-            succ = [e for e in succ if (e[0][0][0] in _PERMUTE_MOVES) is only_perm]
+            succ = [e for e in succ if (e[0][0][0] in PERMUTE_MOVES) is only_perm]
         tick(len(succ))
         for steps, j, sh2, c, live in succ:
             if c is None:
@@ -352,7 +353,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     return None, True
 
 
-def _members(sp: Space, tick, splits, U):
+def ticked_members(sp: Space, tick, splits, U):
     """The permute targets of a class, each a move examined every time the class is
     enumerated: the first time ``Space.class_members`` ticks while it builds the list, later
     (the list is memoised, the relaxations are not) here. Unticked, 25 M relaxations once
@@ -364,7 +365,9 @@ def _members(sp: Space, tick, splits, U):
     return members
 
 
-def _path(parent, node):
+def path_steps(parent, node):
+    """The steps from the start to ``node``, where ``parent[node]`` is ``(previous node,
+    steps)`` and the start's is None."""
     out = []
     while parent[node] is not None:
         node, steps = parent[node]
@@ -399,7 +402,7 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
         if i in done:
             continue
         if i == t:
-            return Found(_path(parent, i), None, None, sp, max_shard=b)
+            return Found(path_steps(parent, i), None, None, sp, max_shard=b)
         done.add(i)
         budget.expanded += 1
         succ = sp.successors(i, full)
@@ -407,7 +410,7 @@ def bottleneck(sp: Space, budget: Budget, full: bool = True):
         for steps, j, sh2, _c, _live in succ:
             if steps[0][0] == "permute_class":  # same shard: every member at bottleneck b
                 splits, U = sp.entry_class(sp.states[i], steps[0])
-                members = _members(sp, budget.tick, splits, U)
+                members = ticked_members(sp, budget.tick, splits, U)
                 for d2 in members:
                     s2 = (d2, U)
                     k = sp.intern(s2)

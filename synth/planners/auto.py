@@ -38,7 +38,17 @@ from synth.collectives import AllPermute, AllReduce, Unreduce
 from synth.errors import RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
-from synth.planners.astar import Budget, Found, OutOfTime, OutOfWork, _members, astar, bottleneck
+from synth.planners.astar import (
+    PERMUTE_MOVES,
+    Budget,
+    Found,
+    OutOfTime,
+    OutOfWork,
+    astar,
+    bottleneck,
+    path_steps,
+    ticked_members,
+)
 from synth.planners.cost import (
     DEFAULT_BUDGET_MOVES,
     DEFAULT_BUDGET_S,
@@ -202,7 +212,6 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
 
 #: Moves the reachability pass may examine (:func:`_reach_incumbent`).
 REACH_MOVES = 8000
-_PERMUTE_KINDS = ("all_permute", "permute_class")
 
 
 def _reach(sp: Space, budget: Budget, cap: int):
@@ -234,15 +243,11 @@ def _reach(sp: Space, budget: Budget, cap: int):
         _, ncoll, _, node = heapq.heappop(heap)
         i, after_permute = node
         if i == t:
-            path = []
-            while seen[node] is not None:
-                node, steps = seen[node]
-                path.append(steps)
-            return tuple(x for steps in reversed(path) for x in steps)
+            return path_steps(seen, node)
         budget.expanded += 1
         succ = sp.successors(i, True)
         if after_permute:
-            succ = [e for e in succ if e[0][0][0] not in _PERMUTE_KINDS]
+            succ = [e for e in succ if e[0][0][0] not in PERMUTE_MOVES]
         budget.tick(len(succ))
         state = sp.states[i]
         for steps, j, sh2, c, _live in succ:
@@ -254,7 +259,7 @@ def _reach(sp: Space, budget: Budget, cap: int):
                 if floor is not None and floor[0] == inf:
                     continue
                 n2 = ncoll + 1
-                for d2 in _members(sp, budget.tick, splits, U):
+                for d2 in ticked_members(sp, budget.tick, splits, U):
                     s2 = (d2, U)
                     if s2 == state:
                         continue
@@ -284,7 +289,7 @@ def _reach_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, co
     incumbent)`` (its plan built and costed by :func:`schedule_cost`), ``("none", None)``
     (proven: no plan of the full move set within ``cap``), or ``("cut", None)`` (the
     probe ran out; nothing is concluded)."""
-    steps, outcome = None, "cut"
+    outcome = "cut"
     with budget.probe(REACH_MOVES) as probe:
         steps = _reach(sp, budget, cap)
         outcome = "none" if steps is None else "found"
@@ -542,7 +547,7 @@ def _least_directed(sp: Space, budget: Budget, st: _State):
     """Where nothing was found within the cap: a plan of the directed moves within their
     least largest shard, kept as the answer if the budget runs out before the full moves
     decide (first the least-largest-shard search's own path, then the cheapest plan the
-    directed A* finds within its shard). Returns None (no plan within the cap)."""
+    directed A* finds within its shard), in ``st.found``."""
     if st.found is None:
         least = bottleneck(sp, budget, full=False)
         if least is not None:
@@ -552,7 +557,6 @@ def _least_directed(sp: Space, budget: Budget, st: _State):
             f = astar(sp, budget, least.max_shard, full=False, weight=1 + TIE_TOLERANCE)[0]
             if f is not None:
                 st.found = f
-    return None
 
 
 #: Moves one tie-breaking probe may examine (a probe cut short counts as "no such plan").
@@ -678,7 +682,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         if inc is None:  # no plan within the bound yet: does any path of the full moves stay within it?
             reach, inc = _reach_incumbent(sp1, budget, cap, src, dst, itemsize, cost)
         if reach == "none":  # the full A* within the bound would exhaust without a plan (the same graph)
-            found = _least_directed(sp1, budget, st)
+            _least_directed(sp1, budget, st)
+            found = None
         else:
             found = _solve(sp1, budget, cap, st, lb_s, inc)
         if found is None:  # no plan within the bound over whole axes (proven)
@@ -713,7 +718,8 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                 sub = _State()
                 reach2, inc2 = _reach_incumbent(sp2, budget, bound, src, dst, itemsize, cost)
                 if reach2 == "none":
-                    f2 = _least_directed(sp2, budget, sub)
+                    _least_directed(sp2, budget, sub)
+                    f2 = None
                 else:
                     f2 = _solve(sp2, budget, bound, sub, lb_s, inc2)
                 if f2 is None:
