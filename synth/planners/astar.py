@@ -297,22 +297,31 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
             return Found(path_steps(parent, node), g, peak_of[node], sp), True
         budget.expanded += 1
         sh = shards[i]
-        if limit_s is not None and g[0] + sp.comm_floor_id(i) > limit_s:
-            # every communicating move from here ends past the upper bound (or the tie
-            # pass's time limit): relax the local moves and relabels only (the others
-            # would all be pruned; the same nodes are kept, fewer moves are examined)
-            succ = sp.local_successors(i, full)
-        else:
-            succ = sp.successors(i, full)
         # the full pass: after a permute, no permute (the closure reached it in one); a state
         # already reached by a permute as cheaply has relaxed its other moves: permutes only
         only_perm = False
         if full and run == 0:
             pb = best_get((i, AFTER_PERMUTE))
             only_perm = pb is not None and no_worse(pb, g)
+        ticks = None
+        if limit_s is not None and g[0] + sp.comm_floor_id(i) > limit_s:
+            # every communicating move from here ends past the upper bound (or the tie
+            # pass's time limit): relax the local moves and relabels only (the others
+            # would all be pruned; the same nodes are kept, fewer moves are examined)
+            succ = sp.local_successors(i, full)
+        elif limit_s is not None and g[0] + sp.last_op_floor_id(i) > limit_s:
+            # one communicating move and the rest of the way after it end past it: of the
+            # communicating moves only those after which local steps reach the target can
+            # be kept (Space.last_op_floor_id bounds the others). The kinds none of whose
+            # moves can are not generated, and the dropped moves are neither interned nor
+            # costed (Space.last_op_successors); the moves generated are counted
+            succ, n_all, n_perm = sp.last_op_successors(i, full)
+            ticks = n_perm if only_perm else (n_all - n_perm if run < 0 else n_all)
+        else:
+            succ = sp.successors(i, full)
         if run < 0 or only_perm:
             succ = [e for e in succ if (e[0][0][0] in PERMUTE_MOVES) is only_perm]
-        tick(len(succ))
+        tick(len(succ) if ticks is None else ticks)
         for steps, j, sh2, c, live in succ:
             if c is None:
                 if steps[0][0] == "permute_class":

@@ -54,6 +54,41 @@ _ZERO3 = (0.0, 0, 0)
 #: is listed here: :meth:`Space.local_successors` generates these (and relabels) alone.
 LOCAL_MOVE_KINDS = ("dyn_slice", "unreduce", "sharded_to_unreduced")
 
+#: The move kinds :meth:`Space.last_op_successors` keeps whatever they reach (one-step
+#: moves): the local kinds and the permutes (single permutes, class entries).
+_LOCAL_KINDS = frozenset(LOCAL_MOVE_KINDS)
+_KEEP_LAST_KINDS = _LOCAL_KINDS | {"all_permute", "permute_class"}
+#: The first step kinds of permute moves (the engine's ``PERMUTE_MOVES``).
+_PERMUTE_KINDS = frozenset(("all_permute", "permute_class"))
+
+
+_NO_SKIPS = frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def _skips(n_bad: int, bad_u: bool) -> frozenset:
+    """:meth:`Space._last_op_skips` from the number of bad dims and whether the pending
+    sums are bad."""
+    out = set()
+    if bad_u:
+        out |= {"all_gather", "all_to_all", "multi_all_gather", "multi_all_to_all"}
+    if n_bad > 0:
+        out.add("all_reduce")
+    if n_bad > 1:
+        out |= {"all_gather", "reduce_scatter"}
+    if n_bad > 2:
+        out.add("all_to_all")
+    return frozenset(out)
+
+
+def _kept_last(steps) -> bool:
+    """Whether :meth:`Space.last_op_successors` keeps a move whatever it reaches: a move of
+    local steps only (one slice, or several), or a permute move of one step (a reordering
+    permute with the gather or all-to-all it enables is communicating)."""
+    if len(steps) == 1:
+        return steps[0][0] in _KEEP_LAST_KINDS
+    return all(st[0] in _LOCAL_KINDS for st in steps)
+
 #: Meshes up to this many devices get the exact per-device bound in the search's ``h``.
 EXACT_NEED_DEVICES = 4096
 
@@ -1031,6 +1066,31 @@ class Space:
             return 0.0
         return self._alpha + (self.shards[i] * self.itemsize // 2) / self._bw
 
+    def last_op_floor_id(self, i) -> float:
+        """A bound on a communicating move from state id ``i`` and the rest of the way
+        after it, where local steps do not reach the target from the state it lands on:
+        the engine expands ``i`` with :meth:`last_op_successors` where the bound is past
+        its upper bound.
+
+        Always the move's :meth:`comm_floor_id` plus :attr:`floor` (the bound ``h`` of the
+        landing). Under the default model, on an even problem with no sums pending (on
+        either side, so no permute moves nothing) over at most
+        :data:`EXACT_NEED_DEVICES` devices, also ``alpha`` plus the state's own exact
+        bound ``h``: the neediest device lacks ``m`` bytes of its target block, and each
+        of the two or more ops the path still has costs ``alpha`` plus at least what that
+        device receives in it, so the path costs at least ``2 alpha + m / bandwidth``.
+        Example, ``x=2,y=2``, ``[8{x}, 8] -> [8, 8{y}]`` (4 bytes an element): the device
+        ``x=0,y=1`` lacks rows 0-7 of columns 4-7 less the rows 0-3 it holds, 16 elements,
+        so ``2 * 5 us + 64 B / 50 GB/s``."""
+        base = self.comm_floor_id(i) + self.floor
+        if self.fast and self._exact and not self.relabel and not self.T[1]:
+            hh = self._hv[i]
+            if hh is not None and hh[1] and not self.states[i][1]:
+                two = self._alpha + hh[0]
+                if two > base:
+                    return two
+        return base
+
     def local_successors(self, i, full):
         """The entries of :meth:`successors` ``(i, full)`` whose move is local or a
         relabel (the kinds :meth:`comm_floor_id` does not bound), in the same order, built
@@ -1041,6 +1101,9 @@ class Space:
         if v is not None:
             return v
         whole = self._succ.get((i, full))
+        if whole is None:  # the last-op list keeps every local entry and relabel
+            whole = self._succ.get((i, full, "last"))
+            whole = whole[0] if whole is not None else None
         if whole is not None:
             v = [e for e in whole if _is_local_entry(self, e, i)]
         else:
@@ -1078,7 +1141,72 @@ class Space:
         self._succ[key] = v
         return v
 
-    def successors(self, i, full):
+    def last_op_successors(self, i, full):
+        """``(entries, generated, permutes)``: the entries of :meth:`successors` ``(i,
+        full)`` less the communicating moves whose landing does not reach the target by
+        local steps (:meth:`local_reach`), in the same order; ``generated`` is how many
+        moves the kinds not in :meth:`_last_op_skips` have (the generators run) and
+        ``permutes`` how many of those are permute moves: the work the engine counts.
+
+        The engine expands a state with these where a communicating move and the rest of
+        the way after it would already end past its upper bound (``g +``
+        :meth:`last_op_floor_id`) unless local steps finish from where it lands. Kept: the
+        local moves, every permute move (single permutes, class entries), and the
+        communicating moves that finish locally. The kinds that cannot finish are not
+        generated; the other dropped moves are generated (their landing is a tuple) but
+        neither interned nor costed. Example,
+        ``x=2,y=2``, ``[8{x}, 8] -> [8, 8{y}]`` under an upper bound of one op: from the
+        source, ``AllGather(0, x)`` lands on ``[8, 8]``, from which ``DynSlice(1, y)``
+        finishes, so it is kept; ``AllToAll(0->1, x)`` lands on ``[8, 8{x}]`` (no prefix
+        of the target's dim 1), so it is dropped."""
+        key = (i, full, "last")
+        v = self._succ.get(key)
+        if v is not None:
+            return v
+        skips = self._last_op_skips(self.states[i])
+        whole = self._succ.get((i, full))
+        if whole is not None:
+            lr = self.local_reach_id
+            keep = [e for e in whole if _kept_last(e[0]) or lr(e[1])]
+            n_all = n_perm = 0
+            for e in whole:
+                if e[0][-1][0] not in skips:
+                    n_all += 1
+                    n_perm += e[0][0][0] in _PERMUTE_KINDS
+            v = self._succ[key] = (keep, n_all, n_perm)
+            return v
+        counts = [0, 0, skips]
+        keep = self.successors(i, full, counts)
+        v = self._succ[key] = (keep, counts[0], counts[1])
+        return v
+
+    def _last_op_skips(self, state):
+        """The move kinds none of whose moves from ``state`` reaches a type from which
+        local steps reach the target (:meth:`local_reach`), so that
+        :meth:`last_op_successors` need not generate them. A dim is *bad* where
+        :meth:`local_reach` fails it (what follows its common prefix with the target's dim
+        is not target-pending), and the pending sums are bad where some are not pending in
+        the target. A gather or an all-to-all keeps the pending sums; a gather changes one
+        dim, an all-to-all two, a reduce-scatter one, an all-reduce none. Example, ``[8{x},
+        8{y}] -> [8{y}, 8{x}]``: both dims are bad, so no single gather and no all-reduce
+        or reduce-scatter finishes; an all-to-all of the two dims may. Nothing is skipped
+        where dims may be relabelled (uneven problems: :meth:`local_reach` then asks
+        whether each device holds its target block)."""
+        if self.relabel:
+            return _NO_SKIPS
+        dims, U = state
+        TU = self.TU
+        bad_u = not TU.issuperset(U)
+        n_bad = 0
+        for a, t in zip(dims, self.T[0]):
+            m = 0
+            while m < len(a) and m < len(t) and a[m] == t[m]:
+                m += 1
+            if m < len(a) and not TU.issuperset(a[m:]):
+                n_bad += 1
+        return _skips(n_bad, bad_u)
+
+    def successors(self, i, full, last_op=None):
         """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
         of the steps, live elements)`` (cost None for a slice, whose cost depends on the
         run, and for a permute class), generated once per state and pass kind and kept for
@@ -1087,11 +1215,20 @@ class Space:
         The hot loop of the search: each next state's ``info`` is read by id (hashing a
         nested tuple once, in :meth:`intern`), and the live elements and alpha-beta cost
         come from those infos (:meth:`_live_i`, :meth:`_ab_i`), the same integers and
-        floats as :meth:`live` and :meth:`step_cost`."""
+        floats as :meth:`live` and :meth:`step_cost`.
+
+        ``last_op`` (a list ``[0, 0, skips]``, for :meth:`last_op_successors`): build only
+        that method's entries, not memoised here, without the generators of the kinds in
+        ``skips``, counting every move generated and every permute move into the list."""
         key = (i, full)
-        v = self._succ.get(key)
-        if v is not None:
-            return v
+        if last_op is None:
+            v = self._succ.get(key)
+            if v is not None:
+                return v
+        else:
+            lr = self.local_reach
+            n_gen = n_perm = 0
+            skips = last_op[2]
         v = []
         append = v.append
         state = self.states[i]
@@ -1105,10 +1242,18 @@ class Space:
         ab = self._ab_i
         self._cur = (state[0], ia)
         perm = None  # the cost of a permute that keeps the splits (the source's shard)
-        for gen in MOVES.values():
+        for gen_kind, gen in MOVES.items():
+            if last_op is not None and gen_kind in skips:
+                continue
             for steps, s2 in gen(self, state, full):
                 first = steps[0]
                 kind = first[0]
+                if last_op is not None:
+                    n_gen += 1
+                    if kind in _PERMUTE_KINDS:
+                        n_perm += 1
+                    if not _kept_last(steps) and not lr(s2):
+                        continue
                 if kind == "permute_class":
                     append((steps, i, sh_i, None, two))
                     continue
@@ -1163,6 +1308,9 @@ class Space:
                     c = (c[0] + x[0], c[1] + x[1], c[2] + x[2])
                     prev, ip = nxt, inx
                 append((steps, j, ib[2], c, live))
+        if last_op is not None:
+            last_op[0], last_op[1] = n_gen, n_perm
+            return v
         self._succ[key] = v
         return v
 
