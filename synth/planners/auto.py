@@ -351,6 +351,29 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
     return _incumbent(p, cost, itemsize)
 
 
+def _seed_may_finish(sp: Space, i) -> bool:
+    """Whether local steps from state id ``i`` may reach a type the one-collective seed
+    finishes from (the target's splits and pending sums, then at most one permute).
+    Pending sums only grow by local steps, and a dim's splits end as a prefix of its axes
+    (the rest ShardedToUnreduced, so target-pending) times the slices after it, so the
+    target's splits must be a multiple of the product of the shortest such prefix. Where
+    this is False the local closure of ``i`` finds nothing (every state of it fails too),
+    and the seed does not walk it. Example, toward ``[16, 16{x}]`` on ``x=2,y=2``:
+    ``[16{x}, 16{y}]`` splits dim 0 in 2 where the target does not split it, and ``x`` is
+    not target-pending: False."""
+    dims, U = sp.states[i]
+    TU = sp.TU
+    if not TU.issuperset(U):
+        return False
+    for ax, k in zip(dims, sp.info(sp.T[0])[0]):
+        m = len(ax)
+        while m and ax[m - 1] in TU:
+            m -= 1
+        if k % sp.nprod(ax[:m]):
+            return False
+    return True
+
+
 def _seed_best(sp: Space, budget: Budget, cap: int):
     """The search of :func:`_one_collective_incumbent`: ``(cost, steps)`` of its cheapest
     candidate by the steps' own costs (time, then collectives, then bytes), or None."""
@@ -420,7 +443,7 @@ def _seed_best(sp: Space, budget: Budget, cap: int):
         # plan for random-0-007: a permute, then the gathers), then those gathers and slices
         state0 = sp.states[s0]
         starts = []
-        for d2 in sp.goal_adjacent(sp.info(state0[0])[0], state0[1])[:SEED_PERMUTES]:
+        for d2 in sp.goal_adjacent(sp.info(state0[0])[0], state0[1], head=SEED_PERMUTES):
             if d2 == state0[0] or len(done) >= SEED_CANDIDATES:
                 continue
             j = sp.intern((d2, state0[1]))
@@ -446,7 +469,7 @@ def _seed_best(sp: Space, budget: Budget, cap: int):
             new = expand(node, other_gens, 1)
             for n2 in new:
                 finish(n2)
-            closure(new)
+            closure([n2 for n2 in new if _seed_may_finish(sp, n2[0])])
     done = first[:SEED_CANDIDATES] + done[:SEED_CANDIDATES]
     if not done:
         return None
@@ -561,6 +584,8 @@ def _least_directed(sp: Space, budget: Budget, st: _State):
 
 #: Moves one tie-breaking probe may examine (a probe cut short counts as "no such plan").
 TIE_PROBE_MOVES = 3000
+import os
+_NOSEED = bool(os.environ.get('NOSEED'))
 
 
 def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
@@ -669,7 +694,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         inc = _normal_incumbent(mesh, src, dst, itemsize, cost, bound)
         st.found = inc  # kept if the budget runs out in the greedy pass
         greedy = None
-        if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # XLA's shape of plan, over every factor
+        if not _NOSEED and (inc is None or inc.cost[0] > lb_s * (1 + 1e-12)):  # XLA's shape of plan, over every factor
             seed = _one_collective_incumbent(sp2 or sp1, budget, cap, src, dst, itemsize, cost,
                                              beat=None if inc is None else inc.cost)
             if seed is not None and (inc is None or seed.cost < inc.cost):

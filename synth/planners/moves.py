@@ -847,13 +847,30 @@ class Space:
             got = self._prods[U] = tuple(sorted(out))
         return got
 
-    def goal_adjacent(self, splits, U):
+    def goal_adjacent(self, splits, U, head=None):
         """Dims of these splits from which the target is reached by gathers then slices:
-        a prefix of every target dim, then other axes (in mesh order)."""
+        a prefix of every target dim, then other axes (in mesh order). ``head``: only the
+        first ``head`` of them (the same, in the same order), found without building the
+        rest where the whole list is not known yet (the one-collective seed reads 16)."""
         key = (splits, U)
         got = self._goal_adj.get(key)
         if got is not None:
-            return got
+            return got if head is None else got[:head]
+        if head is not None:
+            first: dict = {}
+
+            def emit(d):
+                first[d] = None
+                return len(first) >= head
+
+            self._goal_adjacent(splits, U, emit)
+            return list(first)
+        out = self._goal_adj[key] = self._goal_adjacent(splits, U, None)
+        return out
+
+    def _goal_adjacent(self, splits, U, emit):
+        """:meth:`goal_adjacent`'s search: the whole list, or (``emit``) each in order
+        until ``emit`` returns True."""
         sz, T = self.sz, self.T[0]
         out = []
         tick = self.tick
@@ -870,11 +887,14 @@ class Space:
             else:
                 used = {a for p in pre for a in p}
                 rest = tuple(a for a in range(len(sz)) if a not in used and a not in U)
-                for assign in _assign_products(rest, sz, extra, tick):
-                    out.append(tuple(p + e for p, e in zip(pre, assign)))
-        out = list(dict.fromkeys(out))
-        self._goal_adj[key] = out
-        return out
+                if emit is None:
+                    for assign in _assign_products(rest, sz, extra, tick):
+                        out.append(tuple(p + e for p, e in zip(pre, assign)))
+                elif _assign_products(rest, sz, extra, tick,
+                                      lambda assign, pre=pre: emit(tuple(p + e for p, e in zip(pre, assign)))) \
+                        is None:
+                    return None  # emit had enough
+        return list(dict.fromkeys(out))
 
     def permute_classes(self, splits, U):
         """The permute closure of a class: every class ``(splits', U')`` other than
@@ -1569,9 +1589,15 @@ def _subsets_with_product(axes, sz, want):
     return out
 
 
-def _assign_products(rest, sz, extra, tick=None):
+class _Enough(Exception):
+    """Raised inside :func:`_assign_products` when its ``emit`` has had enough."""
+
+
+def _assign_products(rest, sz, extra, tick=None, emit=None):
     """Assignments of ``rest`` axes to dims (or to none) so that dim i receives axes of
-    product ``extra[i]``; each dim's axes in the order of ``rest``."""
+    product ``extra[i]``; each dim's axes in the order of ``rest``. With ``emit``, each
+    assignment is passed to it in the same order instead (the list stays empty), and the
+    search stops, returning None, as soon as it returns True."""
     out = []
     rank = len(extra)
     suffix = [1] * (len(rest) + 1)
@@ -1585,7 +1611,10 @@ def _assign_products(rest, sz, extra, tick=None):
             return
         if k == len(rest):
             if all(r == 1 for r in rem):
-                out.append(tuple(tuple(a) for a in acc))
+                if emit is None:
+                    out.append(tuple(tuple(a) for a in acc))
+                elif emit(tuple(tuple(a) for a in acc)):
+                    raise _Enough
             return
         a = rest[k]
         s = sz[a]
@@ -1600,6 +1629,8 @@ def _assign_products(rest, sz, extra, tick=None):
 
     try:
         rec(0, list(extra), [[] for _ in range(rank)])
+    except _Enough:
+        out = None
     finally:
         rec = None  # a recursive closure is a reference cycle (synth.planners.gcpause)
     return out
