@@ -175,3 +175,13 @@ def test_a_least_shard_path_that_does_not_build_is_not_an_answer():
     st.found = Found((("all_permute", sp.T),), (1e-5, 1, 1), 1, sp)
     with pytest.raises(RedistributionError):
         _least_over(st, None, mesh, src, dst, 4, DefaultCost(), sp.shard(sp.T))
+
+
+def test_a_tie_pass_cut_by_the_budget_says_so():
+    # bench case 87 is proven optimal and the tie pass spends the rest of the default budget:
+    # its ties were compared in part (it used to say "not run")
+    p = synthesize(*CASES[87], planner="auto")
+    check_plan_exact(p)
+    assert p.search["optimal"] and p.search["moves"] == 50000
+    assert p.search["ties"] == "partly compared (work budget)"
+    assert any("while breaking ties" in n for n in p.notes)

