@@ -35,6 +35,8 @@ EXTRA = [
     ("x=4,y=2", "[16{x}, 8{y}]", "[16{y}, 8{x}]"),
     ("x=2,y=2,z=2", "[8{x,y}, 4]", "[8{z}, 4{x}]"),
     ("x=8", "[64{x}]", "[64]"),
+    ("x=2,y=4", "[16{x}, 8]{U:y}", "[16, 8{x,y}]"),   # sums pending in the source
+    ("a=3,b=2", "[10{a}, 7{b}]", "[10{b}, 7]"),       # uneven
 ]
 
 
@@ -76,10 +78,10 @@ def _check_floor(mesh, src, dst):
     return checked, raised
 
 
-def test_the_bytes_form_raises_the_floor_on_even_problems():
+def test_the_bytes_form_raises_the_floor():
     """The check above is not empty: the bytes form is past ``comm_floor_id + floor`` on
-    states of the even problems, and their moves are checked."""
-    for case in EXTRA[:3]:
+    states of even, pending and uneven problems, and their moves are checked."""
+    for case in EXTRA[:3] + EXTRA[4:]:
         checked, raised = _check_floor(*case)
         assert checked >= 5 and raised >= 1, case
 

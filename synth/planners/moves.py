@@ -1093,19 +1093,20 @@ class Space:
         its upper bound.
 
         Always the move's :meth:`comm_floor_id` plus :attr:`floor` (the bound ``h`` of the
-        landing). Under the default model, on an even problem with no sums pending (on
-        either side, so no permute moves nothing) over at most
-        :data:`EXACT_NEED_DEVICES` devices, also ``alpha`` plus the state's own exact
-        bound ``h``: the neediest device lacks ``m`` bytes of its target block, and each
-        of the two or more ops the path still has costs ``alpha`` plus at least what that
-        device receives in it, so the path costs at least ``2 alpha + m / bandwidth``.
-        Example, ``x=2,y=2``, ``[8{x}, 8] -> [8, 8{y}]`` (4 bytes an element): the device
-        ``x=0,y=1`` lacks rows 0-7 of columns 4-7 less the rows 0-3 it holds, 16 elements,
-        so ``2 * 5 us + 64 B / 50 GB/s``."""
+        landing). Under the default model, where the state's own bound ``h`` counts bytes
+        ``m`` (:meth:`_h_of`: what the neediest device lacks of its target block, or what
+        every device lacks, or with sums pending the values some device must still
+        receive), also ``alpha + h``: that device must receive ``m`` bytes over the rest of
+        the path, which has two communicating ops or more (the move, and one after it, since
+        local steps and permutes that move nothing do not finish), each costing ``alpha``
+        plus at least what that device receives in it, so the path costs at least
+        ``2 alpha + m / bandwidth``. Example, ``x=2,y=2``, ``[8{x}, 8] -> [8, 8{y}]`` (4 bytes
+        an element): the device ``x=0,y=1`` lacks rows 0-7 of columns 4-7 less the rows 0-3
+        it holds, 16 elements, so ``2 * 5 us + 64 B / 50 GB/s``."""
         base = self.comm_floor_id(i) + self.floor
-        if self.fast and self._exact and not self.relabel and not self.T[1]:
+        if self.fast:
             hh = self._hv[i]
-            if hh is not None and hh[1] and not self.states[i][1]:
+            if hh is not None and hh[1]:
                 two = self._alpha + hh[0]
                 if two > base:
                     return two
