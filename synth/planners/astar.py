@@ -27,14 +27,12 @@ import itertools
 import time
 
 from synth.planners.gcpause import gc_paused
-from synth.planners.moves import Space
+from synth.planners.moves import PERMUTE_MOVES, Space
 
 _ZERO = (0.0, 0, 0)
 
 #: ``run`` of a node reached by a permute move: no permute move follows (see :func:`astar`).
 AFTER_PERMUTE = -1
-#: The first step kinds of permute moves (a single permute, or a class entry of them).
-PERMUTE_MOVES = ("all_permute", "permute_class")
 
 
 class OutOfWork(Exception):

@@ -32,6 +32,7 @@ is least over it, then the fastest (:func:`_least_over`).
 
 from __future__ import annotations
 
+import heapq
 import time
 
 from synth.collectives import AllPermute, AllReduce, Unreduce
@@ -39,7 +40,6 @@ from synth.errors import RedistributionError
 from synth.mesh import Mesh
 from synth.plan import Plan
 from synth.planners.astar import (
-    PERMUTE_MOVES,
     Budget,
     Found,
     OutOfTime,
@@ -67,6 +67,7 @@ from synth.planners.moves import (
     MAX_FREE_RELABELS,
     MAX_PERMUTE_CLASSES,
     MOVES,
+    PERMUTE_MOVES,
     Space,
     work_mesh,
 )
@@ -202,7 +203,7 @@ def _greedy_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, c
     if sp.fast:  # the default model: the steps' own costs are the schedule's (tested)
         return Found(steps, total, peak, sp)
     try:
-        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
+        p = _path_plan(sp, steps, src, dst, itemsize)
     except RedistributionError:  # cannot happen (every move obeys its type rule); no incumbent then
         return None
     if p.max_shard_bytes > cap * itemsize:
@@ -229,8 +230,6 @@ def _reach(sp: Space, budget: Budget, cap: int):
     ``x=8,y=8,z=5,w=3,v=3,u=3``, ``[3{w,z}, 16, 50{x,v}, 5{y}] -> [3, 16{y,u}, 50{x,w,v},
     5{z}]``): a 2-collective plan within the 192 B bound in 2,514 moves, where the directed
     A* spent the whole 50,000-move budget without one."""
-    import heapq
-
     s0, t = sp.intern(sp.S0), sp.intern(sp.T)
     sp.tick = budget.tick
     inf = float("inf")
@@ -298,7 +297,7 @@ def _reach_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, co
     if outcome == "none":
         return "none", None
     try:
-        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
+        p = _path_plan(sp, steps, src, dst, itemsize)
     except RedistributionError:  # cannot happen (every move obeys its type rule): no incumbent then
         return "cut", None
     return "found", _incumbent(p, cost, itemsize)
@@ -343,7 +342,7 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
         # drop it (it keeps a seed only when seed.cost < inc.cost); skip building it
         return None
     try:
-        p = _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, best[1], itemsize)
+        p = _path_plan(sp, best[1], src, dst, itemsize)
     except RedistributionError:  # cannot happen (every move obeys its type rule)
         return None
     if p.max_shard_bytes > cap * itemsize:
@@ -584,8 +583,6 @@ def _least_directed(sp: Space, budget: Budget, st: _State):
 
 #: Moves one tie-breaking probe may examine (a probe cut short counts as "no such plan").
 TIE_PROBE_MOVES = 3000
-import os
-_NOSEED = bool(os.environ.get('NOSEED'))
 
 
 def _tie_pass(sp: Space, budget: Budget, cap: int, st: _State):
@@ -694,7 +691,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         inc = _normal_incumbent(mesh, src, dst, itemsize, cost, bound)
         st.found = inc  # kept if the budget runs out in the greedy pass
         greedy = None
-        if not _NOSEED and (inc is None or inc.cost[0] > lb_s * (1 + 1e-12)):  # XLA's shape of plan, over every factor
+        if inc is None or inc.cost[0] > lb_s * (1 + 1e-12):  # XLA's shape of plan, over every factor
             seed = _one_collective_incumbent(sp2 or sp1, budget, cap, src, dst, itemsize, cost,
                                              beat=None if inc is None else inc.cost)
             if seed is not None and (inc is None or seed.cost < inc.cost):
@@ -872,11 +869,14 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
                 tuple(plan.notes) + tuple(notes), search=search)
 
 
+def _path_plan(sp: Space, steps, src, dst, itemsize) -> Plan:
+    """The plan of a path of ``sp``'s steps (on its work mesh) from ``src`` to ``dst``."""
+    return _build(sp, sp.mesh, refine_type(src, sp.mesh), refine_type(dst, sp.mesh), src, dst, steps, itemsize)
+
+
 def _found_plan(found, src, dst, itemsize) -> Plan:
     """The plan of a path the search found (on its space's work mesh)."""
-    fsp = found.sp
-    return _build(fsp, fsp.mesh, refine_type(src, fsp.mesh), refine_type(dst, fsp.mesh), src, dst,
-                  found.steps, itemsize)
+    return _path_plan(found.sp, found.steps, src, dst, itemsize)
 
 
 def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):

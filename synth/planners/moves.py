@@ -58,11 +58,21 @@ LOCAL_MOVE_KINDS = ("dyn_slice", "unreduce", "sharded_to_unreduced")
 #: moves): the local kinds and the permutes (single permutes, class entries).
 _LOCAL_KINDS = frozenset(LOCAL_MOVE_KINDS)
 _KEEP_LAST_KINDS = _LOCAL_KINDS | {"all_permute", "permute_class"}
-#: The first step kinds of permute moves (the engine's ``PERMUTE_MOVES``).
-_PERMUTE_KINDS = frozenset(("all_permute", "permute_class"))
+#: The first step kinds of permute moves (a single permute, or a class entry of them).
+PERMUTE_MOVES = frozenset(("all_permute", "permute_class"))
 
 
 _NO_SKIPS = frozenset()
+
+
+def _bad_dim(a, t, TU) -> bool:
+    """Whether local steps cannot turn a dim split over ``a`` into one split over ``t``
+    (the target's): what follows their common prefix is neither sliced on (target axes)
+    nor ShardedToUnreduced (target-pending, in ``TU``)."""
+    m = 0
+    while m < len(a) and m < len(t) and a[m] == t[m]:
+        m += 1
+    return m < len(a) and not TU.issuperset(a[m:])
 
 
 @functools.lru_cache(maxsize=None)
@@ -546,15 +556,11 @@ class Space:
         """The target may be reached from ``state`` by local steps only (slices, unreduce,
         sharded-to-unreduced): optimistic, so the bound that uses it stays admissible."""
         dims, U = state
-        if not self.TU.issuperset(U):
+        TU = self.TU
+        if not TU.issuperset(U):
             return False
-        T, TU = self.T[0], self.TU
-        for a, t in zip(dims, T):
-            m = 0
-            while m < len(a) and m < len(t) and a[m] == t[m]:
-                m += 1
-            # the rest of the dim: sliced (target axes), or ShardedToUnreduced (target-pending)
-            if m < len(a) and not TU.issuperset(a[m:]):
+        for a, t in zip(dims, self.T[0]):
+            if _bad_dim(a, t, TU):
                 return self.relabel and self._holds_target(state)
         return True
 
@@ -1193,7 +1199,7 @@ class Space:
             for e in whole:
                 if e[0][-1][0] not in skips:
                     n_all += 1
-                    n_perm += e[0][0][0] in _PERMUTE_KINDS
+                    n_perm += e[0][0][0] in PERMUTE_MOVES
             v = self._succ[key] = (keep, n_all, n_perm)
             return v
         counts = [0, 0, skips]
@@ -1217,15 +1223,8 @@ class Space:
             return _NO_SKIPS
         dims, U = state
         TU = self.TU
-        bad_u = not TU.issuperset(U)
-        n_bad = 0
-        for a, t in zip(dims, self.T[0]):
-            m = 0
-            while m < len(a) and m < len(t) and a[m] == t[m]:
-                m += 1
-            if m < len(a) and not TU.issuperset(a[m:]):
-                n_bad += 1
-        return _skips(n_bad, bad_u)
+        n_bad = sum(1 for a, t in zip(dims, self.T[0]) if _bad_dim(a, t, TU))
+        return _skips(n_bad, not TU.issuperset(U))
 
     def successors(self, i, full, last_op=None):
         """:meth:`moves` of state id ``i`` as a list of ``(steps, next id, its shard, cost
@@ -1271,7 +1270,7 @@ class Space:
                 kind = first[0]
                 if last_op is not None:
                     n_gen += 1
-                    if kind in _PERMUTE_KINDS:
+                    if kind in PERMUTE_MOVES:
                         n_perm += 1
                     if not _kept_last(steps) and not lr(s2):
                         continue
