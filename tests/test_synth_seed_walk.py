@@ -5,7 +5,8 @@
 * ``auto._seed_may_finish`` is optimistic: from a state where it is False, no state of the
   local closure (slices, Unreduce, ShardedToUnreduced) has the target's splits and pending
   sums, so the seed loses nothing by not walking that closure (checked on every reachable
-  state of the bounds test's small problems);
+  state of the bounds test's small problems); since round 12 the seed asks it of every
+  landing after its one collective, before interning it (``_seed_may_finish_state``);
 * the seed's answer with both shortcuts is its answer without them, on 120 bench cases,
   with no more moves examined (and fewer on some).
 """
@@ -100,12 +101,32 @@ def test_seed_may_finish_refuses_some_states():
     assert refused >= 20
 
 
+class _Recorded(Budget):
+    """A budget that keeps its probes, to tell whether a seed stage was cut short."""
+
+    __slots__ = ("probes",)
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.probes = []
+
+    def probe(self, moves):
+        p = super().probe(moves)
+        self.probes.append(p)
+        return p
+
+
 def _seed(m, s, d):
     sp = _space(m, s, d)
-    budget = Budget(10**6, time.thread_time() + 600)
+    budget = _Recorded(10**6, time.thread_time() + 600)
     cap = max(sp.shard(sp.S0), sp.shard(sp.T))
     best = auto._seed_best(sp, budget, cap)
-    return best, budget.used
+    return best, budget.used, any(p.cut for p in budget.probes)
+
+
+def _rank(best):
+    c = best[0]
+    return (c[0], c[2], c[1])
 
 
 def _both(cases, monkeypatch):
@@ -114,24 +135,31 @@ def _both(cases, monkeypatch):
         whole = Space.goal_adjacent
         mp.setattr(Space, "goal_adjacent",
                    lambda self, splits, U, head=None: whole(self, splits, U)[:head])
-        mp.setattr(auto, "_seed_may_finish", lambda sp, i: True)
+        mp.setattr(auto, "_seed_may_finish_state", lambda sp, state, T_splits: True)
         old = [_seed(*c) for c in cases]
     return new, old
 
 
 def test_the_seed_finds_the_same_answer_with_fewer_moves(monkeypatch):
-    """With no cap on the seed's stages, the same answer in no more moves; at the default
-    cap (SEED_MOVES a stage) the seed now finds an answer wherever it found one before."""
+    """With a stage cap of a million moves: where the walk without the shortcuts is not
+    cut short, the same answer in no more moves; where it is, an answer at least as good
+    (the shortcuts drop only states whose local steps never finish, so the live states
+    are found in the same order, sooner). At the default cap (SEED_MOVES a stage) the
+    seed finds an answer wherever it found one without them."""
     cases = _BENCH[:120]
     with monkeypatch.context() as mp:
         mp.setattr(auto, "SEED_MOVES", 10**6)
         new, old = _both(cases, monkeypatch)
-    fewer = 0
-    for c, (b_new, n_new), (b_old, n_old) in zip(cases, new, old):
-        assert b_new == b_old, c
-        assert n_new <= n_old, c
-        fewer += n_new < n_old
-    assert fewer >= 20
-    assert sum(b is not None for b, _ in new) >= 50
+    fewer = whole = 0
+    for c, (b_new, n_new, _), (b_old, n_old, cut_old) in zip(cases, new, old):
+        if not cut_old:
+            whole += 1
+            assert b_new == b_old, c
+            assert n_new <= n_old, c
+            fewer += n_new < n_old
+        elif b_old is not None:
+            assert b_new is not None and _rank(b_new) <= _rank(b_old), c
+    assert whole >= 100 and fewer >= 20
+    assert sum(b is not None for b, _, _ in new) >= 50
     new, old = _both(cases, monkeypatch)
-    assert all(b_new is not None for (b_new, _), (b_old, _) in zip(new, old) if b_old is not None)
+    assert all(b_new is not None for (b_new, _, _), (b_old, _, _) in zip(new, old) if b_old is not None)

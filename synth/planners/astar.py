@@ -51,6 +51,8 @@ class Budget:
     """Moves examined, against ``limit``; CPU-time cap ``deadline`` (on the clock of
     ``time.thread_time``: the planning thread's CPU seconds)."""
 
+    __slots__ = ("limit", "deadline", "used", "expanded", "_clock_at")
+
     def __init__(self, limit: int, deadline: float):
         self.limit = int(limit)
         self.deadline = float(deadline)

@@ -352,23 +352,30 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
 
 def _seed_may_finish(sp: Space, i) -> bool:
     """Whether local steps from state id ``i`` may reach a type the one-collective seed
-    finishes from (the target's splits and pending sums, then at most one permute).
-    Pending sums only grow by local steps, and a dim's splits end as a prefix of its axes
-    (the rest ShardedToUnreduced, so target-pending) times the slices after it, so the
-    target's splits must be a multiple of the product of the shortest such prefix. Where
-    this is False the local closure of ``i`` finds nothing (every state of it fails too),
-    and the seed does not walk it. Example, toward ``[16, 16{x}]`` on ``x=2,y=2``:
-    ``[16{x}, 16{y}]`` splits dim 0 in 2 where the target does not split it, and ``x`` is
-    not target-pending: False."""
-    dims, U = sp.states[i]
+    finishes from (the target's splits and pending sums, then at most one permute): see
+    :func:`_seed_may_finish_state`."""
+    return _seed_may_finish_state(sp, sp.states[i], sp.info(sp.T[0])[0])
+
+
+def _seed_may_finish_state(sp: Space, state, T_splits) -> bool:
+    """:func:`_seed_may_finish` of the state tuple ``state`` (not interned: the seed asks
+    before it interns), the target's splits ``T_splits``. Pending sums only grow by local
+    steps, and a dim's splits end as a prefix of its axes (the rest ShardedToUnreduced, so
+    target-pending) times the slices after it, so the target's splits must be a multiple
+    of the product of the shortest such prefix. Where this is False the local closure of
+    ``state`` finds nothing (every state of it fails too), and the seed does not walk it.
+    Example, toward ``[16, 16{x}]`` on ``x=2,y=2``: ``[16{x}, 16{y}]`` splits dim 0 in 2
+    where the target does not split it, and ``x`` is not target-pending: False."""
+    dims, U = state
     TU = sp.TU
     if not TU.issuperset(U):
         return False
-    for ax, k in zip(dims, sp.info(sp.T[0])[0]):
+    nprod = sp.nprod
+    for ax, k in zip(dims, T_splits):
         m = len(ax)
         while m and ax[m - 1] in TU:
             m -= 1
-        if k % sp.nprod(ax[:m]):
+        if k % nprod(ax[:m]):
             return False
     return True
 
@@ -395,18 +402,26 @@ def _seed_best(sp: Space, budget: Budget, cap: int):
             if st_[1] == sp.T[1] and sp.info(st_[0])[0] == T_splits:
                 done.append((node, (("all_permute", sp.T),)))
 
+    tick, intern, shards = budget.tick, sp.intern, sp.shards
+
     def expand(node, gens, phase_to):
-        """Successors of ``node`` by ``gens`` within ``cap``, new ones only."""
+        """Successors of ``node`` by ``gens`` within ``cap``, new ones only; in phase 1
+        only those from which local steps may finish (:func:`_seed_may_finish_state`,
+        asked before the landing is interned: most landings of the one collective are
+        not, and every state their local steps reach is not either)."""
         state = sp.states[node[0]]
         sp._cur = (state[0], sp.info(state[0]))
         out = []
+        live = phase_to == 1
         for gen in gens:
             for steps, s2 in gen(sp, state, True):
-                budget.tick(1)
+                tick(1)
                 if steps[0][0] == "permute_class":
                     continue
-                j = sp.intern(s2)
-                if sp.shards[j] > cap or (j, phase_to) in parent:
+                if live and not _seed_may_finish_state(sp, s2, T_splits):
+                    continue
+                j = intern(s2)
+                if shards[j] > cap or (j, phase_to) in parent:
                     continue
                 if steps[0][0] == "dyn_slice":
                     if any(t_k % k for t_k, k in zip(T_splits, sp.infos[j][0])):
@@ -468,7 +483,7 @@ def _seed_best(sp: Space, budget: Budget, cap: int):
             new = expand(node, other_gens, 1)
             for n2 in new:
                 finish(n2)
-            closure([n2 for n2 in new if _seed_may_finish(sp, n2[0])])
+            closure(new)
     done = first[:SEED_CANDIDATES] + done[:SEED_CANDIDATES]
     if not done:
         return None
