@@ -353,7 +353,8 @@ def _one_collective_incumbent(sp: Space, budget: Budget, cap: int, src, dst, ite
 def _seed_may_finish(sp: Space, i) -> bool:
     """Whether local steps from state id ``i`` may reach a type the one-collective seed
     finishes from (the target's splits and pending sums, then at most one permute): see
-    :func:`_seed_may_finish_state`."""
+    :func:`_seed_may_finish_state`, which the seed itself asks of state tuples before it
+    interns them (``tests/test_synth_seed_walk.py`` asks this one, by id)."""
     return _seed_may_finish_state(sp, sp.states[i], sp.info(sp.T[0])[0])
 
 
