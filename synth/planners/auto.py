@@ -24,7 +24,11 @@ Phases, all inside one work budget (moves examined, :class:`synth.planners.astar
 
 When the work budget runs out first, the answer is the best plan found so far (not
 claimed optimal); where that plan is over the memory bound, the plan found on the way that
-is least over it, then the fastest (:func:`_least_over`).
+is least over it, then the fastest (:func:`_least_over`). Where the search found no plan
+at all, :func:`_over_fallback` then looks for one a little over the bound, in at most
+:func:`over_allowance` more moves (said in a note, counted in
+``Plan.search["fallback_moves"]``), and ``normal``'s plan is the answer only where it
+finds none less over the bound.
 
 ``Plan.search`` records the outcome; its ``lower_bound_s`` is the machine's bound over
 *every* plan (:func:`synth.planners.cost.lower_bound_s`), never the search's frontier.
@@ -99,6 +103,7 @@ class _State:
         self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
         self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
         self.least = []          # bottleneck paths (least largest shard, not costed): kept for a cut
+        self.over = []           # paths over the bound, found where none within it was (_over_fallback)
 
 
 def _incumbent(p, cost, itemsize):
@@ -301,6 +306,76 @@ def _reach_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, co
     except RedistributionError:  # cannot happen (every move obeys its type rule): no incumbent then
         return "cut", None
     return "found", _incumbent(p, cost, itemsize)
+
+
+#: Moves the search for a path less over the bound may examine (:func:`_over_fallback`).
+OVER_MOVES = 6000
+#: Moves one probe of that search may examine.
+OVER_PROBE_MOVES = 800
+
+
+def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, itemsize, cost):
+    """Where the search found no plan at all before its budget ran out: a plan within a
+    small multiple of ``cap`` (:func:`_least_over` then takes the least over the bound of
+    the plans found; without this, ``normal``'s plan, which may gather the whole array). A binary search over ``k`` for the least cap ``cap * 2**k`` within which the
+    greedy pass (:func:`_greedy_incumbent`) finds a plan, each probe at most
+    :data:`OVER_PROBE_MOVES` moves (a probe cut short counts as none), all at most
+    :data:`OVER_MOVES`. The plan goes to ``st.over``; nothing is claimed of it.
+
+    Example (bench case 814, ``x=3,y=4,z=6,w=1,v=6,u=4``, ``[5{x,y,z}, 6{w}, 10{v}, 7{u}]
+    -> [5{u,w}, 6{y}, 10{z}, 7{v}]``): the bound is 96 B; no pass finds a plan within it
+    before the budget runs out, and ``auto`` answered with ``normal``'s plan, whose
+    largest shard is 8,400 B. This pass finds one of 160 B, the least the directed moves
+    over whole axes reach (the least-largest-shard search needs 225,000 moves to prove
+    that)."""
+    whole = 1
+    for n in sp.shape:
+        whole *= n
+    k_hi = 1
+    while (cap << k_hi) < whole:
+        k_hi += 1
+    k_lo, best = 1, None
+    with budget.probe(OVER_MOVES):
+        while k_lo <= k_hi:
+            k = (k_lo + k_hi) // 2
+            f = None
+            with budget.probe(OVER_PROBE_MOVES):
+                f = _greedy_incumbent(sp, budget, cap << k, src, dst, itemsize, cost)
+            if f is None:
+                with budget.probe(OVER_PROBE_MOVES):
+                    steps = _reach(sp, budget, cap << k)
+                    if steps is not None:
+                        f = Found(steps, None, None, sp)
+            if f is not None:
+                best, k_hi = f, k - 1
+            else:
+                k_lo = k + 1
+    if best is not None:
+        st.over.append(best)
+
+
+def over_allowance(limit: int) -> int:
+    """Moves :func:`_over_after_cut` may examine past a work budget of ``limit`` moves:
+    :data:`OVER_MOVES`, and at most an eighth of the budget."""
+    return min(OVER_MOVES, limit // 8)
+
+
+def _over_after_cut(sp: Space, budget: Budget, limit: int, cap: int, st: _State, src, dst, itemsize,
+                    cost) -> int:
+    """:func:`_over_fallback` after the work budget of ``limit`` moves ran out before the
+    search found any plan, in at most :func:`over_allowance` more moves (on the same
+    CPU-time cap); returns the moves it examined. It runs only then, so no result of the
+    budgeted search changes: given those moves up front it would take them from the
+    search (Shardy's ``replace_sub_axes_3`` finds its plan within the bound in the last
+    6,000 of the 50,000)."""
+    start, allowance = budget.used, over_allowance(limit)
+    budget.limit = max(budget.limit, start) + allowance
+    try:
+        _over_fallback(sp, budget, cap, st, src, dst, itemsize, cost)
+    except (OutOfWork, OutOfTime):
+        pass
+    # a list of moves past the limit is counted whole, then not examined (as for "moves")
+    return min(budget.used - start, allowance)
 
 
 #: Moves the one-collective seed may examine (:func:`_one_collective_incumbent`).
@@ -675,8 +750,9 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
     ``bytes_moved``, ``collectives``, ``optimum_s`` (the least time, before ties were
     broken), ``lower_bound_s`` (bound over every plan) and ``gap_s``, ``bound_bytes``,
     ``max_shard_bytes``, ``bound_met``, ``min_max_shard_bytes`` (proven least largest
-    shard, or None), ``ties``, ``budget_moves``, ``moves``, ``states``, ``budget_s``,
-    ``elapsed_s``, ``cap_fired``."""
+    shard, or None), ``ties``, ``budget_moves``, ``moves`` (of the budgeted search),
+    ``fallback_moves`` (past the budget, :func:`_over_after_cut`; 0 unless the search found
+    no plan), ``states``, ``budget_s``, ``elapsed_s``, ``cap_fired``."""
     t0 = time.perf_counter()
     cost = cost if cost is not None else DefaultCost()
     cap_s = DEFAULT_BUDGET_S if budget_s is None else check_budget(budget_s)
@@ -791,6 +867,11 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         # rest of the budget spent in a tie probe); it said "not run"
         st.ties = "partly compared (" + ("work budget" if cut == "work" else "CPU-time cap") + ")"
     notes = []
+    over_moves = 0
+    if cut == "work" and st.found is None:
+        # the budget ran out before the search found any plan: a plan a little over the
+        # bound, in at most over_allowance(limit) more moves, said in a note
+        over_moves = _over_after_cut(sp1, budget, limit, bound, st, src, dst, itemsize, cost)
     if cut is not None and not st.optimal:
         # cut short before a plan was proven: of the plans found, the one least over the memory bound, then the
         # fastest (the bound first, as everywhere in auto); see _least_over
@@ -837,6 +918,10 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         notes.append("auto: 'optimal' is over the capped move set: a permute's closure was capped on "
                      f"some state (at {MAX_PERMUTE_CLASSES} classes, or {MAX_FREE_RELABELS} permutes that "
                      "move nothing: synth.planners.moves); permutes past the cap were not searched")
+    if over_moves:
+        notes.append(f"auto: the work budget of {limit} moves ran out before the search found any plan; "
+                     f"{over_moves} more moves (at most {over_allowance(limit)}) looked for one a little over "
+                     "the memory bound (auto._over_fallback)")
     if cut == "work" and st.found is not None:
         notes.append(f"auto: the work budget of {limit} moves ran out"
                      + (" while breaking ties (the plan is optimal; ties by peak memory were not all "
@@ -878,6 +963,7 @@ def plan_auto(mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int = 4, *, 
         "optimal_over": st.proven if st.optimal or st.proven == "whole-axes" else None,
         "sub_axes": bool(plan.work_mesh.base),
         "budget_moves": int(limit), "moves": int(min(budget.used, limit)),
+        "fallback_moves": int(over_moves),
         "states": int(budget.expanded), "budget_s": float(cap_s),
         "elapsed_s": float(time.perf_counter() - t0), "cap_fired": cut == "time",
     }
@@ -902,7 +988,8 @@ def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
     the least over it, the fastest (the bound first, as everywhere in ``auto``), as a built
     plan (``Found.sp`` None, costed by ``schedule_cost``). The others: level 2's best
     (``sub.found``: a plan within the bound, or within a smaller cap than level 1's, which
-    the cut would otherwise drop) and the least-largest-shard paths (``st.least``). Within
+    the cut would otherwise drop), the least-largest-shard paths (``st.least``) and the
+    paths a little over the bound (``st.over``, :func:`_over_fallback`). Within
     the bound nothing changes: every plan there is 0 over it, and ``st.found`` is the
     search's choice.
 
@@ -926,7 +1013,7 @@ def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
     if here[1].max_shard_bytes <= limit_b:
         return here
     best, best_key = here, (here[1].max_shard_bytes - limit_b, schedule_cost(here[1], cost)[0])
-    for f in ([sub.found] if sub is not None and sub.found is not None else []) + list(st.least):
+    for f in ([sub.found] if sub is not None and sub.found is not None else []) + list(st.least) + list(st.over):
         if f.sp is None:
             p = f.plan
         else:
