@@ -103,7 +103,7 @@ class _State:
         self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
         self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
         self.least = []          # bottleneck paths (least largest shard, not costed): kept for a cut
-        self.over = []           # paths over the bound, found where none within it was (_over_fallback)
+        self.over = []           # a plan over the bound, where the search found none (_over_fallback)
 
 
 def _incumbent(p, cost, itemsize):
@@ -316,11 +316,15 @@ OVER_PROBE_MOVES = 800
 
 def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, itemsize, cost):
     """Where the search found no plan at all before its budget ran out: a plan within a
-    small multiple of ``cap`` (:func:`_least_over` then takes the least over the bound of
-    the plans found; without this, ``normal``'s plan, which may gather the whole array). A binary search over ``k`` for the least cap ``cap * 2**k`` within which the
-    greedy pass (:func:`_greedy_incumbent`) finds a plan, each probe at most
-    :data:`OVER_PROBE_MOVES` moves (a probe cut short counts as none), all at most
-    :data:`OVER_MOVES`. The plan goes to ``st.over``; nothing is claimed of it.
+    small multiple of ``cap`` elements (:func:`_least_over` then takes the least over the
+    bound of the plans found; without this, ``normal``'s plan, which may gather the whole
+    array). A binary search over ``k`` for the least cap ``cap * 2**k`` within which the
+    greedy pass (:func:`_greedy_incumbent`), or else the reachability pass
+    (:func:`_reach`), finds a plan; each probe at most :data:`OVER_PROBE_MOVES` moves (a
+    probe cut short counts as none), all at most :data:`OVER_MOVES` (and what the budget
+    allows: :func:`_over_after_cut`). The plan of the least cap found so far is
+    ``st.over`` (set as soon as it is found, so a budget that runs out keeps it); nothing
+    is claimed of it.
 
     Example (bench case 814, ``x=3,y=4,z=6,w=1,v=6,u=4``, ``[5{x,y,z}, 6{w}, 10{v}, 7{u}]
     -> [5{u,w}, 6{y}, 10{z}, 7{v}]``): the bound is 96 B; no pass finds a plan within it
@@ -334,7 +338,7 @@ def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, it
     k_hi = 1
     while (cap << k_hi) < whole:
         k_hi += 1
-    k_lo, best = 1, None
+    k_lo = 1
     with budget.probe(OVER_MOVES):
         while k_lo <= k_hi:
             k = (k_lo + k_hi) // 2
@@ -347,11 +351,9 @@ def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, it
                     if steps is not None:
                         f = Found(steps, None, None, sp)
             if f is not None:
-                best, k_hi = f, k - 1
+                st.over, k_hi = [f], k - 1
             else:
                 k_lo = k + 1
-    if best is not None:
-        st.over.append(best)
 
 
 def over_allowance(limit: int) -> int:
