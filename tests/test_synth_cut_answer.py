@@ -237,3 +237,14 @@ def test_the_fallback_runs_only_where_the_search_found_no_plan():
     check_plan_exact(q)
     assert 0 < q.search["fallback_moves"] <= auto.over_allowance(4000) == 500
     assert q.search["moves"] == 4000
+
+
+def test_the_fallback_keeps_its_plan_when_its_allowance_runs_out():
+    # at a budget of 16,000 moves the allowance is 2,000; the binary search finds 160 B
+    # within it and then runs out probing a smaller cap: the plan found is kept (it was
+    # dropped once, and the answer was normal's plan, 8,400 B)
+    mesh, src, dst = CASES[814]
+    p = synthesize(mesh, src, dst, planner="auto", budget_moves=16_000)
+    check_plan_exact(p)
+    assert p.search["fallback_moves"] == auto.over_allowance(16_000) == 2000
+    assert p.bound_bytes < p.max_shard_bytes <= 160
