@@ -37,6 +37,7 @@ finds none less over the bound.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 
 from synth.collectives import AllPermute, AllReduce, Unreduce
@@ -103,7 +104,7 @@ class _State:
         self.opt_lb = 0.0        # proven: no plan within the cap costs less (seconds)
         self.need_bytes = 0      # no plan receives fewer bytes (its steps' neediest devices, summed)
         self.least = []          # bottleneck paths (least largest shard, not costed): kept for a cut
-        self.over = []           # a plan over the bound, where the search found none (_over_fallback)
+        self.over = None         # a plan over the bound, where the search found none (_over_fallback)
 
 
 def _incumbent(p, cost, itemsize):
@@ -308,7 +309,8 @@ def _reach_incumbent(sp: Space, budget: Budget, cap: int, src, dst, itemsize, co
     return "found", _incumbent(p, cost, itemsize)
 
 
-#: Moves the search for a path less over the bound may examine (:func:`_over_fallback`).
+#: Moves the search for a plan a little over the bound may examine past the work budget
+#: (:func:`over_allowance`, :func:`_over_fallback`).
 OVER_MOVES = 6000
 #: Moves one probe of that search may examine.
 OVER_PROBE_MOVES = 800
@@ -321,10 +323,10 @@ def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, it
     array). A binary search over ``k`` for the least cap ``cap * 2**k`` within which the
     greedy pass (:func:`_greedy_incumbent`), or else the reachability pass
     (:func:`_reach`), finds a plan; each probe at most :data:`OVER_PROBE_MOVES` moves (a
-    probe cut short counts as none), all at most :data:`OVER_MOVES` (and what the budget
-    allows: :func:`_over_after_cut`). The plan of the least cap found so far is
-    ``st.over`` (set as soon as it is found, so a budget that runs out keeps it); nothing
-    is claimed of it.
+    probe cut short counts as none), all within the budget's limit (which
+    :func:`_over_after_cut` raises by :func:`over_allowance`). The plan of the least cap
+    found so far is ``st.over`` (set as soon as it is found, so a limit reached later
+    keeps it); nothing is claimed of it.
 
     Example (bench case 814, ``x=3,y=4,z=6,w=1,v=6,u=4``, ``[5{x,y,z}, 6{w}, 10{v}, 7{u}]
     -> [5{u,w}, 6{y}, 10{z}, 7{v}]``): the bound is 96 B; no pass finds a plan within it
@@ -332,28 +334,24 @@ def _over_fallback(sp: Space, budget: Budget, cap: int, st: _State, src, dst, it
     largest shard is 8,400 B. This pass finds one of 160 B, the least the directed moves
     over whole axes reach (the least-largest-shard search needs 225,000 moves to prove
     that)."""
-    whole = 1
-    for n in sp.shape:
-        whole *= n
-    k_hi = 1
+    whole = math.prod(sp.shape)  # elements: a cap this large admits every type
+    k_lo, k_hi = 1, 1
     while (cap << k_hi) < whole:
         k_hi += 1
-    k_lo = 1
-    with budget.probe(OVER_MOVES):
-        while k_lo <= k_hi:
-            k = (k_lo + k_hi) // 2
-            f = None
+    while k_lo <= k_hi:
+        k = (k_lo + k_hi) // 2
+        f = None
+        with budget.probe(OVER_PROBE_MOVES):
+            f = _greedy_incumbent(sp, budget, cap << k, src, dst, itemsize, cost)
+        if f is None:
             with budget.probe(OVER_PROBE_MOVES):
-                f = _greedy_incumbent(sp, budget, cap << k, src, dst, itemsize, cost)
-            if f is None:
-                with budget.probe(OVER_PROBE_MOVES):
-                    steps = _reach(sp, budget, cap << k)
-                    if steps is not None:
-                        f = Found(steps, None, None, sp)
-            if f is not None:
-                st.over, k_hi = [f], k - 1
-            else:
-                k_lo = k + 1
+                steps = _reach(sp, budget, cap << k)
+                if steps is not None:
+                    f = Found(steps, None, None, sp)
+        if f is not None:
+            st.over, k_hi = f, k - 1
+        else:
+            k_lo = k + 1
 
 
 def over_allowance(limit: int) -> int:
@@ -991,7 +989,7 @@ def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
     plan (``Found.sp`` None, costed by ``schedule_cost``). The others: level 2's best
     (``sub.found``: a plan within the bound, or within a smaller cap than level 1's, which
     the cut would otherwise drop), the least-largest-shard paths (``st.least``) and the
-    paths a little over the bound (``st.over``, :func:`_over_fallback`). Within
+    plan a little over the bound (``st.over``, :func:`_over_fallback`). Within
     the bound nothing changes: every plan there is 0 over it, and ``st.found`` is the
     search's choice.
 
@@ -1015,7 +1013,9 @@ def _least_over(st: _State, sub, mesh, src, dst, itemsize, cost, bound):
     if here[1].max_shard_bytes <= limit_b:
         return here
     best, best_key = here, (here[1].max_shard_bytes - limit_b, schedule_cost(here[1], cost)[0])
-    for f in ([sub.found] if sub is not None and sub.found is not None else []) + list(st.least) + list(st.over):
+    others = [sub.found] if sub is not None and sub.found is not None else []
+    others += st.least + ([st.over] if st.over is not None else [])
+    for f in others:
         if f.sp is None:
             p = f.plan
         else:
