@@ -166,3 +166,20 @@ def test_build_status_reports_each_module():
     st = json.loads(r.stdout)
     assert sorted(st["compiled"] + list(st["pure"])) == sorted(compiled.MODULES)
     assert st["mode"] == compiled.status()["mode"]
+
+
+def test_a_build_with_other_compiler_flags_is_stale(tmp_path):
+    # the manifest records the flags it was built with: a build of other flags (or of
+    # none recorded, before round 13's -O3) is rebuilt by --if-stale, one of these kept
+    from synth import build
+
+    name = "synth.interp"
+    sha = compiled._sha256(compiled.source_path(name))
+    (tmp_path / "m.so").write_bytes(b"\0")
+    m = _manifest(tmp_path, name, sha)
+    for flags, state in ((None, "to build"), (["-O2", "-g0"], "to build"),
+                         (list(build.CFLAGS), "up to date")):
+        if flags is not None:
+            m["cflags"] = flags
+        (tmp_path / compiled.MANIFEST).write_text(json.dumps(m))
+        assert build.plan_build(str(tmp_path), (name,))[name]["state"] == state, flags
