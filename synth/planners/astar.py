@@ -139,7 +139,11 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     runs = not sp.local_free  # a run of slices is one local op, costed when it ends
     fewest = objective == "fewest"
     inf = float("inf")
-    shards, h_id = sp.shards, sp.h_id
+    shards = sp.shards
+    # the exact passes (weight 1) key by the sharper bound (Space.h_sharp_id), the
+    # weighted ones by h_id
+    sharp = weight == 1.0
+    h_id = sp.h_sharp_id if sharp else sp.h_id
 
     def key(g, hh):
         # weight > 1: weighted A* (finds a plan fast, within ``weight`` of the best)
@@ -158,7 +162,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     push = heapq.heappush
 
     best_get = best_g.get
-    h_list = sp._hv
+    h_list = sp._hvs if sharp else sp._hv
     # a time past which nothing is kept (the upper bound's, the tie pass's limit), with a
     # margin for rounding: a state with g[0] + Space.comm_floor_id past it is expanded by
     # its local moves and relabels only
@@ -202,7 +206,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     # less cost reaches it again, which the exact bound prunes as well. Example: bench
     # case 1104 (1,152 devices) computed 31,000 exact bounds to expand 405 states.
     deferred = set()  # counters of entries keyed under a quick bound
-    h_quick = sp.h_quick_id
+    h_quick = sp.h_quick_sharp_id if sharp else sp.h_quick_id
 
     def relax(node, g2, node2, steps, live, key=key):  # bound, not closed over: synth.planners.gcpause
         if g2[0] == inf:

@@ -177,7 +177,7 @@ class Space:
         "_coords", "_bidx", "_bidx_elems", "_ids", "states", "shards", "infos", "_hv", "_lr",
         "_nx", "size", "_exact", "_sub", "_prods", "_free_sizes", "_strides", "_hq", "_uov",
         "_t_shard", "_t_regions", "_t_prefix_products", "_even_T", "relabel", "tick", "fast",
-        "_bw", "_alpha"
+        "_bw", "_alpha", "_hvs"
     )
 
     def __init__(self, mesh: Mesh, src: ArrayType, dst: ArrayType, itemsize: int, cost, max_fused: int):
@@ -231,6 +231,7 @@ class Space:
         self.shards: list = []   # id -> shard elements
         self.infos: list = []    # id -> info(dims) (hot loop: no nested-tuple hashing)
         self._hv: list = []      # id -> h (None until asked)
+        self._hvs: list = []     # id -> h_sharp (None until asked)
         self._lr: list = []      # id -> local_reach (None until asked)
         self._nx: dict = {}      # axis-index tuple -> product of its sizes
         self.size = mesh.size
@@ -1030,6 +1031,7 @@ class Space:
         self.shards.append(inf[2])
         self.infos.append(inf)
         self._hv.append(None)
+        self._hvs.append(None)
         self._lr.append(None)
         return i
 
@@ -1047,6 +1049,69 @@ class Space:
         if v is None:
             v = self._hv[i] = self._h_of(self.states[i], self.local_reach_id(i), self.infos[i])
         return v
+
+    def h_sharp_id(self, i):
+        """The exact passes' bound of state id ``i`` (memoised by id): :meth:`h_id`, or
+        where sums are pending toward a target with none, under the default model, the
+        sharper :meth:`_reduce_bound`. A bound in the order of the search's keys (time,
+        bytes, collectives; and collectives, bytes, time for the tie pass's fewest
+        collectives), not in each component alone, so the weighted passes keep
+        :meth:`h_id` (a sharper bound there, times their weight, would delay the paths it
+        is tight on: bench case 263's directed pass then ran out of its budget)."""
+        v = self._hvs[i]
+        if v is None:
+            v = self.h_id(i)
+            if self.fast and v[2] and not self.T[1]:
+                U = self.states[i][1]
+                if U:
+                    v = self._reduce_bound(math.prod(self.sz[a] for a in U), v)
+            self._hvs[i] = v
+        return v
+
+    def _reduce_bound(self, nU, base):
+        """:meth:`h_sharp_id` of a state with sums pending over axes of ``nU`` devices in
+        all, toward a target with none pending (the default model); ``base``: its
+        :meth:`h_id`, ``(alpha + m / bandwidth, m, 1)`` with ``m`` the bytes some device
+        must still receive.
+
+        A path from here has one communicating op, or two or more. Two or more cost at
+        least ``2 alpha + m / bandwidth`` (as in :meth:`last_op_floor_id`). With one, that
+        op must leave no sum pending: local steps never drop a pending axis (Unreduce and
+        ShardedToUnreduced add them), and no gather, all-to-all or permute changes how
+        many devices the pending sums span (a permute keeps their product, and a
+        nonempty pending set is not the target's). So it is an AllReduce or a
+        ReduceScatter over ``n >= nU`` devices, and after it come only slices and
+        relabels that move nothing, which never grow the local shape: the op's output is
+        at least the target's shard ``t``. An AllReduce then receives ``2 (n - 1) t / n``
+        elements at least, a ReduceScatter ``(n - 1) t`` (its output shard times ``n -
+        1``), no fewer for ``n >= 2``: the path costs at least one AllReduce of ``t`` over
+        ``nU`` devices (the arithmetic of :func:`_fast_all_reduce`), with its bytes, and
+        one collective. The bound is the lesser of the two classes' in the search's
+        order, with one collective (a path of one class has no fewer bytes than the other
+        class's bound wherever that class's time is the lesser), and never below ``base``.
+
+        Example, bench case 111 (``x=1,y=5,z=8,w=2,v=5,u=8``), ``[12{w}, 3{x}]{U:v,y} ->
+        [12{w}, 3{x}]`` (4-byte elements): t = 18 elements, nU = 25, so one AllReduce of
+        the target's shard, ``5 us + 138 B / 50 GB/s``, which is the plan ``auto``
+        returns; the proof now ends at the source (447 moves) where it examined the
+        49,000 one-op moves of the source's local closure and ran out of budget."""
+        isz, t, m = self.itemsize, self._t_shard, base[1]
+        one = (self._alpha + 2 * t * isz * (nU - 1) // nU / self._bw, 2 * (nU - 1) * t // nU * isz, 1)
+        two = (self._alpha + base[0], m, 1)
+        v = one if one < two else two
+        return v if v > base else base
+
+    def h_quick_sharp_id(self, i):
+        """:meth:`h_quick_id` for the exact passes (:meth:`h_sharp_id`): the quick bound
+        is below it as it is below :meth:`h_id`, since no quick bound is taken where the
+        two differ (sums pending)."""
+        v = self._hvs[i]
+        if v is not None:
+            return v, True
+        v, exact = self.h_quick_id(i)
+        if exact:
+            return self.h_sharp_id(i), True
+        return v, False
 
     def h_quick_id(self, i):
         """``(bound, exact)``: :meth:`h_id` of state id ``i`` where it is cheap (known, the
