@@ -69,6 +69,11 @@ def test_auto_agrees_with_the_references_on_seeded_cases():
     ("a=4,b=2", "[16{a}, 24]{U:b}", "[16{b}, 24]", 768, 5e-6 + 384 / 50e9 + 5e-6 + 1152 / 50e9),
     # uneven blocks that do not nest: only the whole dim links them
     ("a=2,b=2", "[5{a}, 5{b}]", "[5{a,b}, 5]", 100, 5e-6 + 108 / 50e9),
+    # a slice, a permute (100 B), an all-to-all (140 B): the state after the permute was
+    # reached at one cost by a permute and by another move, and the engine relaxed neither
+    # node's all-to-all (each left it to the other), so a plan 0.008% dearer was called
+    # optimal (found by `synth agreement` in round 13; astar's pop rule for AFTER_PERMUTE)
+    ("x=2,y=4,z=2", "[7{y}, 10{z}, 5]", "[7, 10{x}, 5{y,z}]", 200, 2 * 5e-6 + 240 / 50e9),
 ])
 def test_exhaustive_reference_on_uneven_and_pending_cases(mesh, src, dst, least_bytes, optimum_s):
     """The reference's least largest shard and optimum, and auto's plan against them (checked

@@ -689,6 +689,37 @@ class Space:
             v = (max(self.floor, self.bytes_lb(m)), m, 1)
         return v
 
+    def _uneven_deficit(self, dims) -> int:
+        """The most any device lacks of its target box (elements), where a dim is uneven on
+        either side and no sums are pending on either: per device, the target box's size
+        less its overlap with the box it holds (both clipped to the dims, as
+        :meth:`_boxes`; an empty target box needs nothing). A device receives every element
+        of its target box it does not hold (no local step makes a value, and every op's
+        received bytes are at least the new elements it brings a device: the padded
+        shards it moves hold them). Example, ``a=3``, ``[10{a}] -> [10]``: blocks of 4, 4
+        and 2 rows; the device of the last block lacks 8 of the 10."""
+        tsize = self._ov.get("tsize")
+        if tsize is None:
+            boxes, empty = self._target_boxes()
+            tsize = 1
+            for s1, e1 in boxes:
+                tsize = tsize * (e1 - s1)
+            tsize = self._ov["tsize"] = tsize * ~empty
+        ov = None
+        for i, ax in enumerate(dims):
+            key = ("uneven", i, ax)
+            o = self._ov.get(key)
+            if o is None:
+                import numpy as np
+
+                s0, e0 = self._boxes(i, ax)
+                s1, e1 = self._target_boxes()[0][i]
+                o = self._ov[key] = np.maximum(np.minimum(e0, e1) - np.maximum(s0, s1), 0)
+            ov = o if ov is None else ov * o
+        if ov is None:
+            return 0
+        return max(int((tsize - ov).max()), 0)
+
     def deficit_bytes(self, shard: int) -> int:
         """Bytes device 0 must still receive from any state of ``shard`` elements, when
         no sums are pending in the target: its target block is the whole local shape
@@ -1053,7 +1084,9 @@ class Space:
     def h_sharp_id(self, i):
         """The exact passes' bound of state id ``i`` (memoised by id): :meth:`h_id`, or
         where sums are pending toward a target with none, under the default model, the
-        sharper :meth:`_reduce_bound`. A bound in the order of the search's keys (time,
+        sharper :meth:`_reduce_bound`; where a dim is uneven and nothing is pending, the
+        bytes some device lacks (:meth:`_uneven_deficit`; ``h_id`` counts none there). A
+        bound in the order of the search's keys (time,
         bytes, collectives; and collectives, bytes, time for the tie pass's fewest
         collectives), not in each component alone, so the weighted passes keep
         :meth:`h_id` (a sharper bound there, times their weight, would delay the paths it
@@ -1061,10 +1094,17 @@ class Space:
         v = self._hvs[i]
         if v is None:
             v = self.h_id(i)
-            if self.fast and v[2] and not self.T[1]:
+            if v[2] and not self.T[1]:
                 U = self.states[i][1]
                 if U:
-                    v = self._reduce_bound(math.prod(self.sz[a] for a in U), v)
+                    if self.fast:
+                        v = self._reduce_bound(math.prod(self.sz[a] for a in U), v)
+                elif self._exact and not (self._even_T and all(
+                        n % k == 0 for n, k in zip(self.shape, self.infos[i][0]))):
+                    # uneven dims, where h_id counts no bytes: what a device lacks
+                    m = self._uneven_deficit(self.states[i][0]) * self.itemsize
+                    if m > v[1]:
+                        v = (max(self.floor, self.bytes_lb(m)), m, 1)
             self._hvs[i] = v
         return v
 
