@@ -690,35 +690,22 @@ class Space:
         return v
 
     def _uneven_deficit(self, dims) -> int:
-        """The most any device lacks of its target box (elements), where a dim is uneven on
-        either side and no sums are pending on either: per device, the target box's size
-        less its overlap with the box it holds (both clipped to the dims, as
-        :meth:`_boxes`; an empty target box needs nothing). A device receives every element
-        of its target box it does not hold (no local step makes a value, and every op's
-        received bytes are at least the new elements it brings a device: the padded
-        shards it moves hold them). Example, ``a=3``, ``[10{a}] -> [10]``: blocks of 4, 4
-        and 2 rows; the device of the last block lacks 8 of the 10."""
-        tsize = self._ov.get("tsize")
-        if tsize is None:
-            boxes, empty = self._target_boxes()
-            tsize = 1
-            for s1, e1 in boxes:
-                tsize = tsize * (e1 - s1)
-            tsize = self._ov["tsize"] = tsize * ~empty
-        ov = None
-        for i, ax in enumerate(dims):
-            key = ("uneven", i, ax)
-            o = self._ov.get(key)
-            if o is None:
-                import numpy as np
-
-                s0, e0 = self._boxes(i, ax)
-                s1, e1 = self._target_boxes()[0][i]
-                o = self._ov[key] = np.maximum(np.minimum(e0, e1) - np.maximum(s0, s1), 0)
-            ov = o if ov is None else ov * o
-        if ov is None:
-            return 0
-        return max(int((tsize - ov).max()), 0)
+        """What device 0 lacks of its target box (elements), where a dim is uneven on
+        either side and no sums are pending on either: device 0's box along each dim is
+        the first block, ``[0, local size)`` (never clipped), so it holds
+        ``min(local, target local)`` of its target box's extent there. A device receives
+        every element of its target box it does not hold (no local step makes a value,
+        and every op's received bytes are at least the new elements it brings a device:
+        the padded shards it moves hold them). From the two local shapes alone, no
+        per-device arrays. Example, ``a=3``, ``[10] -> [10{a}]`` needs nothing; ``[2,
+        10{a}] -> [2{a}, 10]`` (blocks of 4, 4 and 2 columns): device 0 holds 1 x 4 of
+        its 1 x 10 target box, so it lacks 6 elements."""
+        tl = self.info(self.T[0])[1]
+        full = held = 1
+        for x, y in zip(self.info(dims)[1], tl):
+            full *= y
+            held *= x if x < y else y
+        return full - held
 
     def deficit_bytes(self, shard: int) -> int:
         """Bytes device 0 must still receive from any state of ``shard`` elements, when
@@ -1099,9 +1086,9 @@ class Space:
                 if U:
                     if self.fast:
                         v = self._reduce_bound(math.prod(self.sz[a] for a in U), v)
-                elif self._exact and not (self._even_T and all(
+                elif not (self._even_T and all(
                         n % k == 0 for n, k in zip(self.shape, self.infos[i][0]))):
-                    # uneven dims, where h_id counts no bytes: what a device lacks
+                    # uneven dims, where h_id counts no bytes: what device 0 lacks
                     m = self._uneven_deficit(self.states[i][0]) * self.itemsize
                     if m > v[1]:
                         v = (max(self.floor, self.bytes_lb(m)), m, 1)
@@ -1142,20 +1129,14 @@ class Space:
         return v if v > base else base
 
     def h_quick_sharp_id(self, i):
-        """:meth:`h_quick_id` for the exact passes (:meth:`h_sharp_id`): where sums are
-        pending the exact bound at once (cheap); on uneven dims with nothing pending
-        :meth:`h_id`, which is at most the sharp bound in every component, deferred."""
+        """:meth:`h_quick_id` for the exact passes (:meth:`h_sharp_id`): where the two
+        differ (sums pending, uneven dims) the quick bound is the exact one (cheap: from
+        the infos)."""
         v = self._hvs[i]
         if v is not None:
             return v, True
         v, exact = self.h_quick_id(i)
         if not exact:
-            return v, False
-        if v[2] and self._exact and not self.T[1] and not self.states[i][1] and not (
-                self._even_T and all(n % k == 0 for n, k in zip(self.shape, self.infos[i][0]))):
-            # uneven, nothing pending: h_id (no bytes) keys the entry until it is popped,
-            # the per-device boxes of _uneven_deficit are taken then (bench case 1214
-            # relaxed 44,000 permute targets to expand 56 states)
             return v, False
         return self.h_sharp_id(i), True
 
