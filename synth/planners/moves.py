@@ -1072,12 +1072,12 @@ class Space:
         """The exact passes' bound of state id ``i`` (memoised by id): :meth:`h_id`, or
         where sums are pending toward a target with none, under the default model, the
         sharper :meth:`_reduce_bound`; where a dim is uneven and nothing is pending, the
-        bytes some device lacks (:meth:`_uneven_deficit`; ``h_id`` counts none there). A
-        bound in the order of the search's keys (time,
-        bytes, collectives; and collectives, bytes, time for the tie pass's fewest
-        collectives), not in each component alone, so the weighted passes keep
-        :meth:`h_id` (a sharper bound there, times their weight, would delay the paths it
-        is tight on: bench case 263's directed pass then ran out of its budget)."""
+        bytes device 0 lacks (:meth:`_uneven_deficit`; ``h_id`` counts none there). A
+        bound in the order of the search's keys (time, bytes, collectives; and
+        collectives, bytes, time for the tie pass's fewest collectives), not in each
+        component alone, so the weighted passes keep :meth:`h_id` (a sharper bound there,
+        times their weight, would delay the paths it is tight on: bench case 263's
+        directed pass then ran out of its budget)."""
         v = self._hvs[i]
         if v is None:
             v = self.h_id(i)
