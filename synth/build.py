@@ -20,8 +20,8 @@ from synth.compiled import (
     MODULES,
     OUT_DIR,
     _ext_suffix,
-    _sha256,
     read_manifest,
+    source_hash,
     source_path,
     status,
     summary,
@@ -58,7 +58,7 @@ def plan_build(out_dir: str = OUT_DIR, modules=MODULES) -> dict:
     same_py = m.get("ext_suffix") == _ext_suffix() and m.get("cflags") == list(CFLAGS)
     out = {}
     for name in modules:
-        sha = _sha256(source_path(name))
+        sha = source_hash(name)
         e = m["modules"].get(name)
         fresh = (same_py and e is not None and e["sha256"] == sha
                  and os.path.isfile(os.path.join(out_dir, e["file"])))
@@ -98,7 +98,7 @@ def build(out_dir: str = OUT_DIR, modules=MODULES, jobs: int | None = None, if_s
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
         # compiled from the sources in place (tracebacks name the real files and lines);
         # the hash recorded is checked again after the compile, so it is what was compiled
-        shas = {n: _sha256(source_path(n)) for n in names}
+        shas = {n: source_hash(n) for n in names}
         exts = [Extension(n, [os.path.relpath(source_path(n), _ROOT)], extra_compile_args=list(CFLAGS))
                 for n in names]
         if log:
@@ -123,7 +123,7 @@ def build(out_dir: str = OUT_DIR, modules=MODULES, jobs: int | None = None, if_s
         finally:
             os.chdir(cwd)
         for ext in exts:
-            if _sha256(source_path(ext.name)) != shas[ext.name]:
+            if source_hash(ext.name) != shas[ext.name]:
                 continue  # edited while compiling: left for the next build (the .py runs)
             built = cmd.get_ext_fullpath(ext.name)
             fname = ext.name + _ext_suffix()

@@ -3,10 +3,15 @@ their sources.
 
 The search is pure Python; :func:`synth.build.build` compiles the modules of :data:`MODULES`, unchanged,
 with Cython into ``synth/_compiled/`` (one extension a module, and ``manifest.json``:
-each module's source SHA-256 at build time, the extension suffix and the Cython version).
+each module's source hash at build time, the extension suffix and the Cython version).
+Two modules carry declarations for their compiled copy only: ``synth/planners/moves.pxd``
+makes ``Space`` an extension type with typed attributes, and ``@cython.locals(sp=Space)``
+(Cython's pure-Python mode, a no-op in the ``.py``) types the ``sp`` of the functions that
+read it, in ``moves.py`` and ``astar.py`` (``astar.pxd`` cimports the type).
 :func:`install` (run by ``synth/__init__.py`` before any other submodule is imported) puts
 a finder in front of ``sys.meta_path`` that loads a module's compiled copy **only when the
-source file's SHA-256 equals the one it was built from**; a module edited since, a copy
+source hash (:func:`source_hash`: its ``.py`` and every ``.pxd``) equals the one it was
+built from**; a module or declaration edited since, a copy
 built for another Python, a missing or unreadable manifest, or ``SYNTH_PURE_PYTHON=1``
 all give the ``.py`` as usual. So a stale build never runs, and the compiled and pure
 modules compute the same plans (the same code: Cython keeps Python's integers, floats and
@@ -15,7 +20,7 @@ dict order; ``tests/test_synth_compiled.py`` compares plans, states and moves of
 Invariants, stated once:
 
 * the manifest is the only file the finder reads (a schema and a size cap:
-  :data:`MAX_MANIFEST_BYTES`); a source is hashed once per process;
+  :data:`MAX_MANIFEST_BYTES`); a module's sources are hashed once, when it is imported;
 * :func:`synth.build.build` writes only inside ``synth/_compiled/`` (a real folder, not a
   link: refused otherwise), each extension and the manifest by a rename onto its name;
 * nothing here imports another module of ``synth`` at import time (it runs first).
@@ -88,6 +93,33 @@ def _sha256(path: str) -> str | None:
         return None
 
 
+def pxd_paths() -> list[str]:
+    """The Cython declaration files (``.pxd``) beside the modules of :data:`MODULES`, in
+    the order of :data:`MODULES` (``synth/planners/moves.pxd`` declares ``Space`` as an
+    extension type, which ``astar.pxd`` cimports)."""
+    out = []
+    for name in MODULES:
+        p = source_path(name)[:-3] + ".pxd"
+        if os.path.isfile(p):
+            out.append(p)
+    return out
+
+
+def source_hash(name: str) -> str | None:
+    """What a compiled copy of module ``name`` is checked against: the SHA-256 of its
+    ``.py`` and of every ``.pxd`` of :func:`pxd_paths` (a declaration changes the C
+    layout that other modules compiled against it read, so editing one makes every
+    compiled copy stale until the next build). None when the ``.py`` cannot be read."""
+    py = _sha256(source_path(name))
+    if py is None:
+        return None
+    h = hashlib.sha256(py.encode())
+    for p in pxd_paths():
+        d = _sha256(p)
+        h.update(f"\0{os.path.relpath(p, _ROOT)}\0{d}".encode())
+    return h.hexdigest()
+
+
 def _ext_suffix() -> str:
     return importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -135,7 +167,7 @@ class CompiledFinder(importlib.abc.MetaPathFinder):
         if not os.path.isfile(so) or os.path.islink(so):
             self.why[fullname] = "missing"
             return None
-        if _sha256(source_path(fullname)) != e["sha256"]:
+        if source_hash(fullname) != e["sha256"]:
             self.why[fullname] = "stale"
             return None
         self.why[fullname] = "compiled"

@@ -250,7 +250,7 @@ def test_a_fired_wall_clock_cap_returns_a_checked_plan_and_says_so(mesh, src, ds
     ("x=2,y=8,z=2,w=4", "[7{x,y,w}]", "[7{z,w}]"),
     ("x=3,y=2,z=8,w=5,v=3,u=6", "[24{z,w,x}]", "[24{v,u,y,x,z}]"),  # case 1154: 20 s
 ])
-def test_a_permute_heavy_case_stays_within_its_work_budget(monkeypatch, mesh, src, dst):
+def test_a_permute_heavy_case_stays_within_its_work_budget(space_methods, mesh, src, dst):
     """Every loop counts against the work budget: the moves the search costs (every call
     of ``Space.step_cost``, counted here) stay within the budget, up to one state's batch,
     the search stops on the budget, not the (generous) CPU-time cap, and the plan is exact."""
@@ -263,7 +263,7 @@ def test_a_permute_heavy_case_stays_within_its_work_budget(monkeypatch, mesh, sr
         costed[0] += 1
         return step_cost(self, *a, **k)
 
-    monkeypatch.setattr(Space, "step_cost", counting)
+    space_methods(step_cost=counting)
     p = _plan(mesh, src, dst, budget_moves=DEFAULT_BUDGET_MOVES, budget_s=3600.0)
     assert p.search["cap_fired"] is False
     assert 0 < costed[0] <= 2 * DEFAULT_BUDGET_MOVES, costed[0]  # was 25 M on the first case

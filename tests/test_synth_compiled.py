@@ -94,7 +94,7 @@ def _manifest(tmp_path, name, sha, fname="m.so", suffix=None):
 
 def test_finder_uses_a_compiled_copy_only_while_its_source_is_unchanged(tmp_path):
     name = "synth.interp"
-    sha = compiled._sha256(compiled.source_path(name))
+    sha = compiled.source_hash(name)
     (tmp_path / "m.so").write_bytes(b"\0")  # never loaded here: find_spec only names it
 
     f = compiled.CompiledFinder(_manifest(tmp_path, name, sha), str(tmp_path))
@@ -168,13 +168,65 @@ def test_build_status_reports_each_module():
     assert st["mode"] == compiled.status()["mode"]
 
 
+def test_a_declaration_edit_makes_every_compiled_copy_stale(tmp_path, monkeypatch):
+    # moves.pxd declares Space's C layout, which astar's compiled copy reads: each module's
+    # recorded hash covers every .pxd, so editing one refuses all copies until a rebuild
+    paths = compiled.pxd_paths()
+    assert [os.path.relpath(p, ROOT) for p in paths] == ["synth/planners/moves.pxd",
+                                                         "synth/planners/astar.pxd"]
+    before = {n: compiled.source_hash(n) for n in ("synth.interp", "synth.planners.astar")}
+    edited = tmp_path / "moves.pxd"
+    edited.write_text(open(paths[0]).read() + "\n# edited\n")
+    monkeypatch.setattr(compiled, "pxd_paths", lambda: [str(edited)] + paths[1:])
+    after = {n: compiled.source_hash(n) for n in before}
+    assert all(before[n] != after[n] for n in before)
+    (tmp_path / "m.so").write_bytes(b"\0")
+    f = compiled.CompiledFinder(_manifest(tmp_path, "synth.interp", before["synth.interp"]),
+                                str(tmp_path))
+    assert f.find_spec("synth.interp") is None and f.why["synth.interp"] == "stale"
+
+
+@pytest.mark.skipif(PURE, reason="SYNTH_PURE_PYTHON is set: this run checks the pure modules")
+def test_the_compiled_space_is_an_extension_type_with_typed_attributes():
+    # moves.pxd: Space's attributes are C fields; one of a declared type takes no other
+    from synth.planners import auto
+    from synth.planners.moves import Space
+    from synth.mesh import Mesh
+    from synth.types import ArrayType
+
+    mesh = Mesh.parse("x=2")
+    sp = Space(mesh, ArrayType.parse("[4{x}]"), ArrayType.parse("[4]"), 4, auto.DefaultCost(), 4)
+    assert not hasattr(sp, "__dict__")
+    with pytest.raises(TypeError):
+        sp.states = ()  # declared a list
+    with pytest.raises(TypeError):
+        Space.intern = None  # an extension type's methods are fixed (tests subclass it)
+    sp.tick = len  # an object attribute takes anything
+    assert sp.intern(sp.S0) == 0 and sp.states == [sp.S0]
+
+
+def test_the_pure_modules_run_without_cython(tmp_path):
+    # `import cython` (pure-Python mode declarations) falls back to no-op declarations
+    script = ("import sys; sys.modules['cython'] = None\n"
+              "from synth.planners import synthesize\n"
+              "from synth.planners import moves, astar\n"
+              "assert moves.cython.__name__ == 'synth.planners._nocython', moves.cython\n"
+              "p = synthesize('x=2,y=2', '[4{x}, 4{y}]', '[4{y}, 4{x}]')\n"
+              "print(p.search['status'], p.num_collectives)\n")
+    env = dict(os.environ, **{compiled.ENV_PURE: "1", "PYTHONPATH": ROOT})
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["optimal", "1"]
+
+
 def test_a_build_with_other_compiler_flags_is_stale(tmp_path):
     # the manifest records the flags it was built with: a build of other flags (or of
     # none recorded, before round 13's -O3) is rebuilt by --if-stale, one of these kept
     from synth import build
 
     name = "synth.interp"
-    sha = compiled._sha256(compiled.source_path(name))
+    sha = compiled.source_hash(name)
     (tmp_path / "m.so").write_bytes(b"\0")
     m = _manifest(tmp_path, name, sha)
     for flags, state in ((None, "to build"), (["-O2", "-g0"], "to build"),

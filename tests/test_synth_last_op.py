@@ -142,17 +142,16 @@ SEARCH_CASES = [
 
 
 @pytest.mark.parametrize("mesh, src, dst", SEARCH_CASES)
-def test_the_expansion_keeps_the_plan_and_gets_further(mesh, src, dst, monkeypatch):
+def test_the_expansion_keeps_the_plan_and_gets_further(mesh, src, dst, space_methods):
     """Planning with the last-op expansion and without it (its floor forced to -inf):
     where the search without it finishes, the same plan, time and claim in fewer moves;
     where it runs out, the expansion proves a plan optimal at no more time."""
     calls = []
     last = Space.last_op_successors
-    monkeypatch.setattr(Space, "last_op_successors",
-                        lambda self, i, full: calls.append(i) or last(self, i, full))
+    space_methods(last_op_successors=lambda self, i, full: calls.append(i) or last(self, i, full))
     fast = synthesize(mesh, src, dst)
     assert calls
-    monkeypatch.setattr(Space, "last_op_floor_id", lambda self, i: float("-inf"))
+    space_methods(last_op_floor_id=lambda self, i: float("-inf"))
     calls.clear()
     slow = synthesize(mesh, src, dst)
     assert not calls

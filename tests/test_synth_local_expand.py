@@ -113,13 +113,13 @@ SEARCH_CASES = [
 
 
 @pytest.mark.parametrize("mesh, src, dst, budget, fires", SEARCH_CASES)
-def test_the_shortcut_keeps_the_plan_and_spends_no_more_moves(mesh, src, dst, budget, fires, monkeypatch):
+def test_the_shortcut_keeps_the_plan_and_spends_no_more_moves(mesh, src, dst, budget, fires, space_methods):
     calls = []
     local = Space.local_successors
-    monkeypatch.setattr(Space, "local_successors", lambda self, i, full: calls.append(i) or local(self, i, full))
+    space_methods(local_successors=lambda self, i, full: calls.append(i) or local(self, i, full))
     fast = synthesize(mesh, src, dst, budget_moves=budget)
     assert bool(calls) == fires
-    monkeypatch.setattr(Space, "comm_floor_id", lambda self, i: 0.0)
+    space_methods(comm_floor_id=lambda self, i: 0.0)
     slow = synthesize(mesh, src, dst, budget_moves=budget)
     check_plan_exact(fast)
     a, b = fast.search, slow.search

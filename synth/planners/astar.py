@@ -26,6 +26,11 @@ import heapq
 import itertools
 import time
 
+try:  # Cython's pure-Python mode: type declarations for the compiled copy (moves.pxd)
+    import cython
+except ImportError:  # no Cython: the declarations are no-ops
+    from synth.planners import _nocython as cython
+
 from synth.planners.gcpause import gc_paused
 from synth.planners.moves import PERMUTE_MOVES, Space
 
@@ -117,6 +122,7 @@ class Found:
 
 
 @gc_paused()
+@cython.locals(sp=Space)
 def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=None,
           objective: str = "time", time_limit=None, weight: float = 1.0):
     """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc); with ``weight`` > 1
@@ -375,6 +381,7 @@ def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=
     return None, True
 
 
+@cython.locals(sp=Space)
 def ticked_members(sp: Space, tick, splits, U):
     """The permute targets of a class, each a move examined every time the class is
     enumerated: the first time ``Space.class_members`` ticks while it builds the list, later
@@ -399,6 +406,7 @@ def path_steps(parent, node):
 
 
 @gc_paused()
+@cython.locals(sp=Space)
 def bottleneck(sp: Space, budget: Budget, full: bool = True):
     """The least largest shard (elements) over every path, by a minimax Dijkstra over the
     full move set (``full``; else the directed pass's moves), without a cap. Returns a

@@ -29,6 +29,11 @@ import functools
 import itertools
 import math
 
+try:  # Cython's pure-Python mode: type declarations for the compiled copy (moves.pxd)
+    import cython
+except ImportError:  # no Cython: the declarations are no-ops
+    from synth.planners import _nocython as cython
+
 from synth.collectives import (
     AllGather,
     AllPermute,
@@ -1474,6 +1479,7 @@ class Space:
 # exact: every local size is at least 1). Cost None: the kind's cost is not listed here
 # (a relabel), the caller takes :meth:`Space.step_cost`.
 
+@cython.locals(sp=Space)
 def _nprod(sp, X):
     n = sp._nx.get(X)
     if n is None:
@@ -1488,6 +1494,7 @@ def _padded(sa, sb, pad):
     return sa + sb
 
 
+@cython.locals(sp=Space)
 def _slice_live(sp, step, ia, ib):
     """A DynSlice's live elements: input and output, or the re-padding buffer (the input
     with dim ``d`` at ``n`` times its output size) with either where the input is
@@ -1500,6 +1507,7 @@ def _slice_live(sp, step, ia, ib):
     return sa + sb
 
 
+@cython.locals(sp=Space)
 def _fast_all_gather(sp, step, ia, ib):
     # [8{x}] -> [8] on x=4: 2 elements in, 8 out; receives 3 * 2 elements
     sa, sb = ia[2], ib[2]
@@ -1509,6 +1517,7 @@ def _fast_all_gather(sp, step, ia, ib):
     return (sp._alpha + op_b / sp._bw, op_b, 1), _padded(sa, sb, raw if raw > sb else 0)
 
 
+@cython.locals(sp=Space)
 def _fast_all_to_all(sp, step, ia, ib):
     # [8{x}, 8] -> [8, 8{x}] on x=4: sends its [2, 8] block as 4 pieces of [2, 2]
     la, sa = ia[1], ia[2]
@@ -1525,6 +1534,7 @@ def _fast_all_to_all(sp, step, ia, ib):
             _padded(sa, sb, pad))
 
 
+@cython.locals(sp=Space)
 def _fast_all_permute(sp, step, ia, ib):
     sa = ia[2]
     if ia[0] != ib[0]:  # other splits, one local shape: _relabel_cost
@@ -1533,6 +1543,7 @@ def _fast_all_permute(sp, step, ia, ib):
     return (sp._alpha + op_b / sp._bw, op_b, 1), sa + ib[2]
 
 
+@cython.locals(sp=Space)
 def _fast_all_reduce(sp, step, ia, ib):
     # in place (IN_PLACE_KINDS): the output takes the input's buffer
     sa = ia[2]
@@ -1541,6 +1552,7 @@ def _fast_all_reduce(sp, step, ia, ib):
             2 * (n - 1) * sa // n * sp.itemsize, 1), sa
 
 
+@cython.locals(sp=Space)
 def _fast_reduce_scatter(sp, step, ia, ib):
     sa, sb = ia[2], ib[2]
     n = _nprod(sp, step[2])
@@ -1549,16 +1561,19 @@ def _fast_reduce_scatter(sp, step, ia, ib):
     return (sp._alpha + op_b / sp._bw, op_b, 1), _padded(sa, sb, sent if sent > sa else 0)
 
 
+@cython.locals(sp=Space)
 def _fast_unreduce(sp, step, ia, ib):
     return _ZERO3, ia[2] + ib[2]
 
 
+@cython.locals(sp=Space)
 def _fast_s2u(sp, step, ia, ib):
     sa, sb = ia[2], ib[2]
     raw = _nprod(sp, step[2]) * sa
     return _ZERO3, _padded(sa, sb, raw if raw > sb else 0)
 
 
+@cython.locals(sp=Space)
 def _fast_multi_all_gather(sp, step, ia, ib):
     sa, sb = ia[2], ib[2]
     n = 1
@@ -1569,6 +1584,7 @@ def _fast_multi_all_gather(sp, step, ia, ib):
     return (sp._alpha + b_ / sp._bw, b_, 1), _padded(sa, sb, raw if raw > sb else 0)
 
 
+@cython.locals(sp=Space)
 def _fast_multi_all_to_all(sp, step, ia, ib):
     la, sa = ia[1], ia[2]
     lb, sb = ib[1], ib[2]
@@ -1613,6 +1629,7 @@ STEP_COST_LIVE = {
 }
 
 
+@cython.locals(sp=Space)
 def _is_local_entry(sp: Space, entry, i) -> bool:
     """Whether a :meth:`Space.successors` entry from state id ``i`` is a local move or a
     relabel (one step, a permute to other splits)."""
@@ -1742,6 +1759,7 @@ def _assign_products(rest, sz, extra, tick=None, emit=None):
     return out
 
 
+@cython.locals(sp=Space)
 def _dim_moves(sp: Space, i, ax, full, capped):
     """``(X, rest, n, suffix)`` for the ordered subsets ``X`` of dim ``i``'s ``axes`` that
     one gather / all-to-all takes (cached per dim, axes and pass), where the result nests
@@ -1810,6 +1828,7 @@ def _divides(loc, k, n):
 
 
 # -- the move table: one generator per collective kind -------------------------------------
+@cython.locals(sp=Space)
 def _slice_moves(sp: Space, state, full):
     """DynSlice: an unused, not pending factor becomes the minor-most of a dim (where it
     divides the local size, or the dim is whole). A whole dim whose split would be uneven
@@ -1828,10 +1847,11 @@ def _slice_moves(sp: Space, state, full):
                 yield (("dyn_slice", i, (a,)),), (dims[:i] + (ax + (a,),) + dims[i + 1:], U)
         if k == 1 and len(free) > 1:
             for X in _multi_slices(sp, i, free):
-                if sp.shape[i] % math.prod(sp.sz[a] for a in X):
+                if sp.shape[i] % math.prod([sp.sz[a] for a in X]):
                     yield (("dyn_slice", i, X),), (dims[:i] + (X,) + dims[i + 1:], U)
 
 
+@cython.locals(sp=Space)
 def _multi_slices(sp: Space, i, free):
     fs = set(free)
     out = dict.fromkeys(itertools.permutations(free, 2))
@@ -1851,6 +1871,7 @@ def _multi_slices(sp: Space, i, free):
     return list(out)
 
 
+@cython.locals(sp=Space)
 def _gather_moves(sp: Space, state, full):
     """AllGather of a minor-most suffix of a dim's axes (one fused group); in the directed
     pass also of other subsets, after a permute that makes them the suffix."""
@@ -1864,6 +1885,7 @@ def _gather_moves(sp: Space, state, full):
                 yield (("all_permute", (head + (rx,) + tail, U)), steps), (head + (rest,) + tail, U)
 
 
+@cython.locals(sp=Space)
 def _gather_plan(sp: Space, i, ax, full):
     """The gathers of :func:`_gather_moves` from dim ``i`` split over ``ax`` (cached per
     dim, axes and pass): ``(rest, None, steps)`` for a suffix (its steps tuple, shared by
@@ -1890,6 +1912,7 @@ def _gather_plan(sp: Space, i, ax, full):
     return v
 
 
+@cython.locals(sp=Space)
 def _a2a_moves(sp: Space, state, full):
     """AllToAll of a minor-most suffix ``X`` of dim ``i``'s axes to the end of dim ``j``;
     in the directed pass also of other ordered subsets, after a reordering permute."""
@@ -1914,6 +1937,7 @@ def _a2a_moves(sp: Space, state, full):
                     yield (("all_permute", dr), by_j[j]), (tuple(d2), U)
 
 
+@cython.locals(sp=Space)
 def _a2a_plan(sp: Space, i, ax, full):
     """:func:`_dim_moves` of dim ``i`` (all-to-all cap) with, per destination dim ``j``,
     the step ``(all_to_all, i, j, X)``: as a one-step move where ``X`` is the suffix
@@ -1931,6 +1955,7 @@ def _a2a_plan(sp: Space, i, ax, full):
     return v
 
 
+@cython.locals(sp=Space)
 def _permute_moves(sp: Space, state, full):
     """AllPermute. The full pass (the one that proves "optimal"): one move to any type one
     permute reaches from ``state`` (the permute closure, :meth:`Space.permute_classes`),
@@ -1975,6 +2000,7 @@ def _permute_moves(sp: Space, state, full):
             yield (("all_permute", (d2, U)),), (d2, U)
 
 
+@cython.locals(sp=Space)
 def _other_split_permutes(sp: Space, state, full):
     """The single moves of :func:`_permute_moves` to other splits, in its order (the
     permutes :meth:`Space.local_successors` keeps: each may move nothing)."""
@@ -1991,6 +2017,7 @@ MAX_FREE_RELABELS = 16
 MAX_FREE_RELABEL_NODES = 128
 
 
+@cython.locals(sp=Space)
 def _free_relabel_moves(sp: Space, state):
     """AllPermute to every type of other splits that moves nothing (each device already
     holds its new block, or its new block is empty): the members of the other classes of
@@ -2015,6 +2042,7 @@ def _free_relabel_moves(sp: Space, state):
     return iter(got)
 
 
+@cython.locals(sp=Space)
 def _free_relabels(sp: Space, state):
     """The moves of :func:`_free_relabel_moves`, generated."""
     dims, U = state
@@ -2081,6 +2109,7 @@ def _free_relabels(sp: Space, state):
         sp.closure_capped = True
 
 
+@cython.locals(sp=Space)
 def _relabel_moves(sp: Space, state):
     """AllPermute to other splits of the same local shape (uneven problems only,
     :attr:`Space.relabel`). One that moves nothing: an unused, not pending factor ``a`` becomes
@@ -2122,6 +2151,7 @@ MAX_PERMUTE_CLASS_CANDIDATES = 4096
 MAX_OTHER_SPLITS = 16
 
 
+@cython.locals(sp=Space)
 def _other_split_moves(sp: Space, state):
     """AllPermute to the goal-adjacent types (:meth:`Space.goal_adjacent`: a prefix of every
     target dim, then other factors) where one dim of ``N`` elements and local size ``L`` goes
@@ -2147,6 +2177,7 @@ def _other_split_moves(sp: Space, state):
                     return
 
 
+@cython.locals(sp=Space)
 def _pending_swap_moves(sp: Space, state):
     """AllPermute that moves a pending sum to another factor of the same size: a pending
     factor ``a`` and a factor ``b`` not pending (splitting a dim, or replicated) swap
@@ -2171,6 +2202,7 @@ def _subsets(xs):
         yield from itertools.combinations(xs, r)
 
 
+@cython.locals(sp=Space)
 def _reduce_moves(sp: Space, state, full):
     """AllReduce of any subset of the pending axes."""
     dims, U = state
@@ -2178,6 +2210,7 @@ def _reduce_moves(sp: Space, state, full):
         yield (("all_reduce", X),), (dims, tuple(a for a in U if a not in X))
 
 
+@cython.locals(sp=Space)
 def _reduce_scatter_moves(sp: Space, state, full):
     """ReduceScatter of any ordered subset of the pending axes into any dim where it
     divides the local size (or the dim is whole)."""
@@ -2187,13 +2220,14 @@ def _reduce_scatter_moves(sp: Space, state, full):
     splits, loc, _, _ = sp.info(dims)
     for X in _subsets(U):
         U2 = tuple(a for a in U if a not in X)
-        n = math.prod(sp.sz[a] for a in X)
+        n = math.prod([sp.sz[a] for a in X])
         for Xo in (itertools.permutations(X) if len(X) <= MAX_ORDERED_SUBSET else (X,)):
             for j in range(sp.rank):
                 if _divides(loc[j], splits[j], n):
                     yield (("reduce_scatter", j, Xo),), (dims[:j] + (dims[j] + Xo,) + dims[j + 1:], U2)
 
 
+@cython.locals(sp=Space)
 def _unreduce_moves(sp: Space, state, full):
     """Unreduce (local) of replicated axes the target leaves pending: each one alone, or
     all of them at once."""
@@ -2212,6 +2246,7 @@ def _unreduce_moves(sp: Space, state, full):
 MAX_MULTI_GATHERS = 64
 
 
+@cython.locals(sp=Space)
 def _multi_gather_moves(sp: Space, state, full):
     """One AllGather over several ``(dim, suffix)`` pairs at once (Shardy's all_gather on
     several dims; one collective over the product group): every combination of one
@@ -2244,6 +2279,7 @@ def _multi_gather_moves(sp: Space, state, full):
 MAX_MULTI_ALL_TO_ALLS = 64
 
 
+@cython.locals(sp=Space)
 def _multi_a2a_moves(sp: Space, state, full):
     """One AllToAll carrying two ``(src_dim, dst_dim, suffix)`` moves (Shardy's all_to_all
     with several pairs; one collective over the product group), of three shapes:
@@ -2322,6 +2358,7 @@ def _multi_a2a_moves(sp: Space, state, full):
                 return
 
 
+@cython.locals(sp=Space)
 def _s2u_moves(sp: Space, state, full):
     """ShardedToUnreduced (local): a minor-most suffix of a dim leaves it and joins the
     pending sums (each device zero-fills the rest of the unsplit dim)."""
@@ -2332,6 +2369,7 @@ def _s2u_moves(sp: Space, state, full):
                                                         tuple(sorted(U + X)))
 
 
+@cython.locals(sp=Space)
 def _suffix_plan(sp: Space, i, ax):
     """The minor-most suffixes of dim ``i``'s axes ``ax`` that a gather (uncapped) takes
     as they are (:func:`_dim_moves` of the full pass, ``direct``): ``(X, rest, n, (i,
