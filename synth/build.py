@@ -28,7 +28,6 @@ from synth.compiled import (
 )
 from synth.errors import RedistributionError
 
-
 #: C compiler flags of every module. ``-O3`` (Python's own build flag): on the 2000 bench
 #: cases the same plans, states and moves as ``-O2``, about 1-4% less CPU (two pairs run one
 #: after the other on one core) and 1.6% fewer instructions over 100 median calls

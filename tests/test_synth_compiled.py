@@ -189,9 +189,9 @@ def test_a_declaration_edit_makes_every_compiled_copy_stale(tmp_path, monkeypatc
 @pytest.mark.skipif(PURE, reason="SYNTH_PURE_PYTHON is set: this run checks the pure modules")
 def test_the_compiled_space_is_an_extension_type_with_typed_attributes():
     # moves.pxd: Space's attributes are C fields; one of a declared type takes no other
+    from synth.mesh import Mesh
     from synth.planners import auto
     from synth.planners.moves import Space
-    from synth.mesh import Mesh
     from synth.types import ArrayType
 
     mesh = Mesh.parse("x=2")

@@ -20,10 +20,10 @@ import time
 
 import pytest
 
+import synth.planners.auto as auto
 from synth.bench import bench_cases, check_plan_exact
 from synth.planners import synthesize
 from synth.planners.astar import Budget, Found, bottleneck
-import synth.planners.auto as auto
 from synth.planners.auto import _found_plan
 from synth.planners.cost import DefaultCost, schedule_cost
 from synth.planners.moves import Space, work_mesh
@@ -162,9 +162,9 @@ def test_a_least_shard_path_that_does_not_build_is_not_an_answer():
     # there was such a path, instead of raising (none of the 1,732 such paths of the first
     # 600 bench cases failed to build, checked once); a costed path that does not build
     # still raises
+    from synth.errors import RedistributionError
     from synth.planners.auto import _least_over, _State
     from synth.planners.normal import plan_normal
-    from synth.errors import RedistributionError
 
     mesh, src, dst = CASES[1822]
     sp = _space(mesh, src, dst)

@@ -80,7 +80,7 @@ def _bad_dim(a, t, TU) -> bool:
     return m < len(a) and not TU.issuperset(a[m:])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _skips(n_bad: int, bad_u: bool) -> frozenset:
     """:meth:`Space._last_op_skips` from the number of bad dims and whether the pending
     sums are bad."""
