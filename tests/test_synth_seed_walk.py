@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -133,8 +134,10 @@ def _both(cases, monkeypatch):
     new = [_seed(*c) for c in cases]
     with monkeypatch.context() as mp:
         whole = Space.goal_adjacent
-        mp.setattr(Space, "goal_adjacent",
-                   lambda self, splits, U, head=None: whole(self, splits, U)[:head])
+        # the compiled Space is an extension type whose methods are fixed: _space builds
+        # a subclass that lists the whole goal-adjacent list and cuts it
+        mp.setattr(sys.modules[__name__], "Space", type("WholeListSpace", (Space,), {
+            "goal_adjacent": lambda self, splits, U, head=None: whole(self, splits, U)[:head]}))
         mp.setattr(auto, "_seed_may_finish_state", lambda sp, state, T_splits: True)
         old = [_seed(*c) for c in cases]
     return new, old
