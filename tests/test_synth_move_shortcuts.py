@@ -6,6 +6,8 @@
 * ``Space._moves_at_unit_device`` (a witness that a permute moves data, in integers)
   against the per-device test: whenever it names a witness, the permute moves data;
   ``Space.moves_nothing`` equals the per-device test on every pair tried;
+* ``Space._misses_at_unit_device`` (a witness that some device lacks part of its target
+  box, in integers) against the per-device arrays of ``Space._holds_target``;
 * the bench's slowest uneven cases (where both shortcuts carry the search) plan
   exactly, element by element.
 """
@@ -116,6 +118,64 @@ def test_unit_device_witness_and_moves_nothing_are_the_per_device_test():
                 still += exact
                 assert sp.moves_nothing(a, b) == exact, (k, a, b)
     assert pairs > 1000 and witnessed > 100 and still > 10, (pairs, witnessed, still)
+
+
+def _holds_by_arrays(sp, dims) -> bool:
+    """``Space._holds_target`` without the unit-device witness: the per-device arrays."""
+    if any(x < y for x, y in zip(sp.info(dims)[1], sp.info(sp.T[0])[1])):
+        return False
+    acc = None
+    for i, ax in enumerate(dims):
+        a = sp._inside_dim(i, ax)
+        acc = a if acc is None else acc & a
+    return True if acc is None else bool((sp._target_boxes()[1] | acc).all())
+
+
+def test_unit_device_witness_of_a_missing_target_box_is_the_per_device_test():
+    # Space._misses_at_unit_device names a device that lacks part of its target box: never
+    # where every device holds its own (the per-device arrays say so), and on nearly every
+    # state where one does not (the search then builds no arrays); _holds_target equals
+    # the arrays on every state tried
+    cases = bench_cases(600, 0)
+    states = witnessed = missing = 0
+    for mesh, src, dst in cases:
+        sp = _space((mesh, src, dst))
+        if not sp.relabel:
+            continue
+        sp.tick = None
+        ids, seen = [sp.intern(sp.S0)], set()
+        for i in ids:
+            if len(ids) > 150:
+                break
+            for entry in sp.successors(i, True):
+                if entry[1] not in seen:
+                    seen.add(entry[1])
+                    ids.append(entry[1])
+        for i in ids:
+            dims = sp.states[i][0]
+            exact = _holds_by_arrays(sp, dims)
+            w = sp._misses_at_unit_device(dims)
+            assert not (w and exact), (mesh, src, dst, dims)
+            assert sp._holds_target(sp.states[i]) == exact, (mesh, src, dst, dims)
+            states += 1
+            missing += not exact
+            witnessed += w
+    assert states > 5000 and witnessed > 0.9 * missing, (states, missing, witnessed)
+
+
+@pytest.mark.parametrize("mesh, src, dst, misses", [
+    ("x=2", "[3]", "[3{x}]", False),        # every device holds its target box
+    ("x=2", "[5{x}]", "[5]", True),         # x=1 holds [3, 5) and needs [0, 5)
+    ("x=2,y=3", "[7{y}]", "[7{x}]", True),  # y=1 holds [3, 6) and needs [0, 4)
+    ("x=4", "[3{x}]", "[3]", True),         # x=1 holds [1, 2) and needs [0, 3)
+])
+def test_unit_device_witness_examples(mesh, src, dst, misses):
+    from synth.mesh import Mesh
+    from synth.types import ArrayType
+
+    sp = _space((Mesh.parse(mesh), ArrayType.parse(src), ArrayType.parse(dst)))
+    assert sp._misses_at_unit_device(sp.S0[0]) is misses
+    assert _holds_by_arrays(sp, sp.S0[0]) is not misses
 
 
 def test_splits_fit_is_fits_over_the_spaces_factors():

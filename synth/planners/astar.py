@@ -122,7 +122,7 @@ class Found:
 
 
 @gc_paused()
-@cython.locals(sp=Space)
+@cython.locals(sp=Space, budget=Budget)
 def astar(sp: Space, budget: Budget, cap: int, full: bool, upper=None, live_cap=None,
           objective: str = "time", time_limit=None, weight: float = 1.0):
     """Cheapest path from ``sp.S0`` to ``sp.T`` (see the module doc); with ``weight`` > 1
@@ -413,7 +413,7 @@ def path_steps(parent, node):
 
 
 @gc_paused()
-@cython.locals(sp=Space)
+@cython.locals(sp=Space, budget=Budget)
 def bottleneck(sp: Space, budget: Budget, full: bool = True):
     """The least largest shard (elements) over every path, by a minimax Dijkstra over the
     full move set (``full``; else the directed pass's moves), without a cap. Returns a

@@ -601,6 +601,8 @@ class Space:
             # device 0's target block starts every dim at 0: its own block must be as long
             if any(x < y for x, y in zip(self.info(dims)[1], self.info(self.T[0])[1])):
                 v = False
+            elif self._misses_at_unit_device(dims):
+                v = False
             else:
                 acc = None
                 for i, ax in enumerate(dims):
@@ -609,6 +611,43 @@ class Space:
                 v = True if acc is None else bool((self._target_boxes()[1] | acc).all())
             self._hold[dims] = v
         return v
+
+    def _misses_at_unit_device(self, dims) -> bool:
+        """A quick witness for :meth:`_holds_target` being False: some device whose
+        coordinate is 1 on one axis and 0 on every other lacks part of its target box (a
+        nonempty one). Along a dim split over ``ax`` its block index is the axis's stride
+        in ``ax`` (:meth:`_unit_stride`; 0 where ``ax`` lacks it), so its box and its
+        target box are two intervals per dim, in integers, where the exact test builds
+        per-device arrays. Only the dims that hold the axis on either side can differ
+        from device 0's boxes, which the caller has checked. False means no witness here
+        (the exact test decides).
+
+        Example, ``x=2``, ``[3] -> [3{x}]`` holds (True, no witness); ``[5{x}] ->
+        [5]``: the device with ``x = 1`` holds ``[3, 5)`` and needs ``[0, 5)``: a witness."""
+        shape, T, stride = self.shape, self.T[0], self._unit_stride
+        for k in range(len(self.sz)):
+            inside = True
+            for i, (ax, t) in enumerate(zip(dims, T)):
+                if k not in ax and k not in t:
+                    continue
+                n = shape[i]
+                loc = -(-n // self.nprod(ax))
+                tloc = -(-n // self.nprod(t))
+                e1 = stride(t).get(k, 0) * tloc
+                s1 = e1
+                e1 = e1 + tloc if e1 + tloc < n else n
+                if e1 <= s1:
+                    break  # its target box is empty: it needs nothing
+                s0 = stride(ax).get(k, 0) * loc
+                e0 = s0 + loc if s0 + loc < n else n
+                if s0 > e0:
+                    s0 = e0
+                if not (s0 <= s1 and e1 <= e0):
+                    inside = False
+            else:
+                if not inside:
+                    return True
+        return False
 
     def _target_boxes(self):
         """Per dim ``i``, the target boxes ``(starts, stops)`` along it (per device), and
