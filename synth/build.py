@@ -50,7 +50,7 @@ def _check_out_dir(out_dir: str) -> None:
 
 def plan_build(out_dir: str = OUT_DIR, modules=MODULES) -> dict:
     """For each module: ``up to date`` (its compiled copy matches its source) or ``to
-    build``, with the source's SHA-256."""
+    build``, with its sources' hash (:func:`synth.compiled.source_hash`)."""
     m = read_manifest(out_dir) or {"modules": {}, "ext_suffix": None}
     # another Python, or other compiler flags (a build before they were recorded: -O2),
     # rebuilds every module
