@@ -81,6 +81,21 @@ def _space(case):
     return Space(wm, refine_type(src, wm), refine_type(dst, wm), 4, DefaultCost(), MAX_FUSED_GROUP)
 
 
+def _reached(sp, limit):
+    """Ids of the states the search reaches, breadth first from the source, until more
+    than ``limit`` are listed (every move of the full pass)."""
+    sp.tick = None
+    ids, seen = [sp.intern(sp.S0)], set()
+    for i in ids:
+        if len(ids) > limit:
+            break
+        for entry in sp.successors(i, True):
+            if entry[1] not in seen:
+                seen.add(entry[1])
+                ids.append(entry[1])
+    return ids
+
+
 #: The slowest of the bench's 2000 cases before round 8; all but 168 have uneven dims,
 #: whose searches test many relabels.
 SLOW_CASES = (938, 486, 1118, 168, 1454)
@@ -92,18 +107,9 @@ def test_unit_device_witness_and_moves_nothing_are_the_per_device_test():
     for k in SLOW_CASES:
         sp = _space(cases[k])
         assert sp.relabel == (k != 168), k  # uneven: relabels are searched
-        sp.tick = None
         # the dims of states the search reaches (breadth first from the source), grouped
         # by local shape: pairs of one group are permutes the search may cost
-        ids, seen = [sp.intern(sp.S0)], set()
-        for i in ids:
-            if len(ids) > 400:
-                break
-            for entry in sp.successors(i, True):
-                j = entry[1]
-                if j not in seen:
-                    seen.add(j)
-                    ids.append(j)
+        ids = _reached(sp, 400)
         groups = {}
         for i in ids:
             dims = sp.states[i][0]
@@ -120,17 +126,6 @@ def test_unit_device_witness_and_moves_nothing_are_the_per_device_test():
     assert pairs > 1000 and witnessed > 100 and still > 10, (pairs, witnessed, still)
 
 
-def _holds_by_arrays(sp, dims) -> bool:
-    """``Space._holds_target`` without the unit-device witness: the per-device arrays."""
-    if any(x < y for x, y in zip(sp.info(dims)[1], sp.info(sp.T[0])[1])):
-        return False
-    acc = None
-    for i, ax in enumerate(dims):
-        a = sp._inside_dim(i, ax)
-        acc = a if acc is None else acc & a
-    return True if acc is None else bool((sp._target_boxes()[1] | acc).all())
-
-
 def test_unit_device_witness_of_a_missing_target_box_is_the_per_device_test():
     # Space._misses_at_unit_device names a device that lacks part of its target box: never
     # where every device holds its own (the per-device arrays say so), and on nearly every
@@ -142,18 +137,9 @@ def test_unit_device_witness_of_a_missing_target_box_is_the_per_device_test():
         sp = _space((mesh, src, dst))
         if not sp.relabel:
             continue
-        sp.tick = None
-        ids, seen = [sp.intern(sp.S0)], set()
-        for i in ids:
-            if len(ids) > 150:
-                break
-            for entry in sp.successors(i, True):
-                if entry[1] not in seen:
-                    seen.add(entry[1])
-                    ids.append(entry[1])
-        for i in ids:
+        for i in _reached(sp, 150):
             dims = sp.states[i][0]
-            exact = _holds_by_arrays(sp, dims)
+            exact = sp._holds_by_arrays(dims)
             w = sp._misses_at_unit_device(dims)
             assert not (w and exact), (mesh, src, dst, dims)
             assert sp._holds_target(sp.states[i]) == exact, (mesh, src, dst, dims)
@@ -175,7 +161,7 @@ def test_unit_device_witness_examples(mesh, src, dst, misses):
 
     sp = _space((Mesh.parse(mesh), ArrayType.parse(src), ArrayType.parse(dst)))
     assert sp._misses_at_unit_device(sp.S0[0]) is misses
-    assert _holds_by_arrays(sp, sp.S0[0]) is not misses
+    assert sp._holds_by_arrays(sp.S0[0]) is not misses
 
 
 def test_splits_fit_is_fits_over_the_spaces_factors():

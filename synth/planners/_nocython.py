@@ -2,8 +2,6 @@
 is not installed: the type declarations of the compiled copies (:mod:`synth.compiled`)
 are no-ops for the ``.py`` that runs instead. Only what the planners use is here."""
 
-compiled = False
-
 
 def locals(**types):  # noqa: A001 - Cython's own name
     """``@cython.locals(sp=Space)``: types a function's locals when compiled; unchanged here."""

@@ -601,16 +601,19 @@ class Space:
             # device 0's target block starts every dim at 0: its own block must be as long
             if any(x < y for x, y in zip(self.info(dims)[1], self.info(self.T[0])[1])):
                 v = False
-            elif self._misses_at_unit_device(dims):
-                v = False
             else:
-                acc = None
-                for i, ax in enumerate(dims):
-                    a = self._inside_dim(i, ax)
-                    acc = a if acc is None else acc & a
-                v = True if acc is None else bool((self._target_boxes()[1] | acc).all())
+                v = not self._misses_at_unit_device(dims) and self._holds_by_arrays(dims)
             self._hold[dims] = v
         return v
+
+    def _holds_by_arrays(self, dims) -> bool:
+        """:meth:`_holds_target`'s answer from the per-device arrays, every device
+        (device 0 included): ``all(empty | AND_i inside_i)``."""
+        acc = None
+        for i, ax in enumerate(dims):
+            a = self._inside_dim(i, ax)
+            acc = a if acc is None else acc & a
+        return True if acc is None else bool((self._target_boxes()[1] | acc).all())
 
     def _misses_at_unit_device(self, dims) -> bool:
         """A quick witness for :meth:`_holds_target` being False: some device whose
@@ -625,23 +628,20 @@ class Space:
         Example, ``x=2``, ``[3] -> [3{x}]`` holds (True, no witness); ``[5{x}] ->
         [5]``: the device with ``x = 1`` holds ``[3, 5)`` and needs ``[0, 5)``: a witness."""
         shape, T, stride = self.shape, self.T[0], self._unit_stride
+        loc, tloc = self.info(dims)[1], self.info(T)[1]
         for k in range(len(self.sz)):
             inside = True
             for i, (ax, t) in enumerate(zip(dims, T)):
                 if k not in ax and k not in t:
                     continue
                 n = shape[i]
-                loc = -(-n // self.nprod(ax))
-                tloc = -(-n // self.nprod(t))
-                e1 = stride(t).get(k, 0) * tloc
-                s1 = e1
-                e1 = e1 + tloc if e1 + tloc < n else n
+                s1 = stride(t).get(k, 0) * tloc[i]
+                e1 = min(s1 + tloc[i], n)
                 if e1 <= s1:
                     break  # its target box is empty: it needs nothing
-                s0 = stride(ax).get(k, 0) * loc
-                e0 = s0 + loc if s0 + loc < n else n
-                if s0 > e0:
-                    s0 = e0
+                s0 = stride(ax).get(k, 0) * loc[i]
+                e0 = min(s0 + loc[i], n)
+                s0 = min(s0, e0)
                 if not (s0 <= s1 and e1 <= e0):
                     inside = False
             else:
@@ -1886,7 +1886,7 @@ def _slice_moves(sp: Space, state, full):
                 yield (("dyn_slice", i, (a,)),), (dims[:i] + (ax + (a,),) + dims[i + 1:], U)
         if k == 1 and len(free) > 1:
             for X in _multi_slices(sp, i, free):
-                if sp.shape[i] % math.prod([sp.sz[a] for a in X]):
+                if sp.shape[i] % _nprod(sp, X):
                     yield (("dyn_slice", i, X),), (dims[:i] + (X,) + dims[i + 1:], U)
 
 
@@ -2259,7 +2259,7 @@ def _reduce_scatter_moves(sp: Space, state, full):
     splits, loc, _, _ = sp.info(dims)
     for X in _subsets(U):
         U2 = tuple(a for a in U if a not in X)
-        n = math.prod([sp.sz[a] for a in X])
+        n = _nprod(sp, X)
         for Xo in (itertools.permutations(X) if len(X) <= MAX_ORDERED_SUBSET else (X,)):
             for j in range(sp.rank):
                 if _divides(loc[j], splits[j], n):
